@@ -1,0 +1,89 @@
+"""The one settings object of the platform.
+
+Every component reads its configuration from here, and every field can be set by an environment
+variable with the ``LAMBDA_`` prefix (``LAMBDA_KAFKA_PORT=29092``). The defaults run the local stack
+on 127.0.0.1 with no configuration at all; production overrides the addresses and the Spark master.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LAMBDA_", env_file=None, extra="ignore")
+
+    # --- where things live -------------------------------------------------------------------
+    var_dir: Path = Field(PROJECT_ROOT / "var", description="All local data and logs live below this directory.")
+    cache_dir: Path = Field(
+        PROJECT_ROOT / ".cache",
+        description="What `make setup` installs: venv, Kafka and connector jars, the FerretDB binary.",
+    )
+
+    # --- Kafka --------------------------------------------------------------------------------
+    kafka_host: str = "127.0.0.1"
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    kafka_heap: str = Field("1g", description="Broker JVM heap (-Xmx) for the local stack.")
+    events_topic: str = "events"
+    dlq_topic: str = "events.dlq"
+    topic_partitions: int = Field(4, ge=1)
+    topic_retention_ms: int = Field(
+        30 * 24 * 3600 * 1000,
+        description="Retention of `events`; -1 keeps the log forever. The master dataset is the long-term copy.",
+    )
+    dlq_retention_ms: int = 30 * 24 * 3600 * 1000
+
+    # --- MongoDB protocol (FerretDB locally, MongoDB in production) ---------------------------
+    mongo_host: str = "127.0.0.1"
+    mongo_port: int = 27017
+    mongo_uri: str | None = Field(None, description="A full MongoDB URI; when set, host and port are ignored.")
+    mongo_db: str = "lambda"
+
+    # --- Redis ----------------------------------------------------------------------------------
+    redis_host: str = "127.0.0.1"
+    redis_port: int = 6379
+    redis_db: int = 0
+
+    # --- the event contract ---------------------------------------------------------------------
+    max_future_seconds: int = Field(
+        300, ge=0, description="Events stamped further than this in the future are rejected (clock skew)."
+    )
+    max_past_days: int = Field(
+        30, ge=0, description="Events older than this are rejected; raise it to replay historic files."
+    )
+
+    # --- the probes and timeouts of the local stack ---------------------------------------------
+    stack_start_timeout_s: float = 60.0
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.kafka_host}:{self.kafka_port}"
+
+    @property
+    def mongo_url(self) -> str:
+        return self.mongo_uri or f"mongodb://{self.mongo_host}:{self.mongo_port}/"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://{self.redis_host}:{self.redis_port}/{self.redis_db}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.var_dir / "log"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.var_dir / "run"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,72 @@
+"""JSON codec for :class:`~contract.events.PageView`, and the rejection every bad record becomes.
+
+Decoding never raises anything but :class:`ContractError`, whose ``reason`` is the text that goes
+with the record to the dead-letter topic: one ``field: problem`` clause per broken field, so an
+operator can tell from the DLQ alone what the producer got wrong.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from config.settings import Settings, get_settings
+from contract.events import FIELD_RULE_ERROR, PageView, TimeBounds
+
+MAX_PAYLOAD_BYTES = 16 * 1024
+
+
+class ContractError(ValueError):
+    """A record that does not satisfy the event contract, with a reason fit for the DLQ."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def bounds_from(settings: Settings | None = None, now: datetime | None = None) -> TimeBounds:
+    s = settings or get_settings()
+    return TimeBounds(
+        max_future=timedelta(seconds=s.max_future_seconds), max_past=timedelta(days=s.max_past_days), now=now
+    )
+
+
+def _reason(exc: ValidationError) -> str:
+    clauses = []
+    for err in exc.errors(include_url=False, include_input=False):
+        if err["type"] == FIELD_RULE_ERROR:
+            clauses.append(err["msg"])
+        else:
+            loc = ".".join(str(p) for p in err["loc"]) or "event"
+            clauses.append(f"{loc}: {err['msg']}")
+    return "; ".join(clauses)
+
+
+def validate(data: dict[str, Any], bounds: TimeBounds | None = None) -> PageView:
+    """Validate an already-parsed mapping (a CSV row, an API body)."""
+    try:
+        return PageView.model_validate(data, context={"bounds": bounds or bounds_from()})
+    except ValidationError as exc:
+        raise ContractError(_reason(exc)) from None
+
+
+def decode(payload: bytes | str, bounds: TimeBounds | None = None) -> PageView:
+    """Parse and validate one JSON record from the wire."""
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ContractError(f"event: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    try:
+        return PageView.model_validate_json(payload, context={"bounds": bounds or bounds_from()})
+    except ValidationError as exc:
+        raise ContractError(_reason(exc)) from None
+
+
+def encode(event: PageView) -> bytes:
+    """The canonical wire form: UTC timestamps with a ``Z``, absent optional fields omitted."""
+    return orjson.dumps(event.wire_dict(), option=orjson.OPT_UTC_Z)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,86 @@
+"""Topic administration: the `events` log and its dead-letter topic.
+
+`events` uses LogAppendTime so that the record timestamp is the broker's arrival time: the speed
+layer deduplicates within a window of arrival time, which producers cannot skew (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str]
+
+
+def topic_specs(settings: Settings) -> list[TopicSpec]:
+    return [
+        TopicSpec(
+            settings.events_topic,
+            settings.topic_partitions,
+            {
+                "message.timestamp.type": "LogAppendTime",
+                "retention.ms": str(settings.topic_retention_ms),
+                "cleanup.policy": "delete",
+            },
+        ),
+        TopicSpec(
+            settings.dlq_topic,
+            1,
+            {
+                "message.timestamp.type": "LogAppendTime",
+                "retention.ms": str(settings.dlq_retention_ms),
+                "cleanup.policy": "delete",
+            },
+        ),
+    ]
+
+
+def admin_client(settings: Settings) -> AdminClient:
+    return AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+
+
+def ensure_topics(settings: Settings, timeout: float = 30.0) -> dict[str, str]:
+    """Create the platform's topics where missing; returns ``{topic: "created" | "exists"}``.
+
+    An existing topic with another partition count is reported, not changed: repartitioning the
+    log would move visitors between partitions and invalidate every generation's cut.
+    """
+    admin = admin_client(settings)
+    existing = admin.list_topics(timeout=timeout).topics
+    result: dict[str, str] = {}
+    missing = []
+    for spec in topic_specs(settings):
+        if spec.name in existing:
+            have = len(existing[spec.name].partitions)
+            if have != spec.partitions:
+                log.warning("topic %s has %d partitions, settings say %d", spec.name, have, spec.partitions)
+            result[spec.name] = "exists"
+        else:
+            missing.append(NewTopic(spec.name, spec.partitions, 1, config=spec.config))
+    if missing:
+        for name, future in admin.create_topics(missing, operation_timeout=timeout).items():
+            future.result(timeout)
+            result[name] = "created"
+            log.info("created topic %s", name)
+    return result
+
+
+def delete_topics(settings: Settings, names: list[str], timeout: float = 30.0) -> None:
+    """Delete topics (tests use their own topic names and clean up after themselves)."""
+    admin = admin_client(settings)
+    existing = admin.list_topics(timeout=timeout).topics
+    names = [n for n in names if n in existing]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=timeout).values():
+            future.result(timeout)

@@ -1,0 +1,200 @@
+"""Start, stop and inspect the local stack.
+
+Processes are tracked by pid files under ``var/run``; ``down`` signals exactly those pids, after
+checking that each still runs the command we started (a pid can be reused), and never looks
+processes up by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from config.settings import Settings
+from stack.services import Service, ServiceError, all_services
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    pid: int | None
+    running: bool
+    healthy: bool
+    address: str
+    detail: str
+
+
+def _read_pid(service: Service) -> int | None:
+    try:
+        return int(service.pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _owned_pid(service: Service) -> int | None:
+    """The pid from the pid file if that process is alive and is the one we started."""
+    pid = _read_pid(service)
+    if pid is None:
+        return None
+    cmd = _cmdline(pid)
+    if not cmd or service.signature() not in cmd:
+        return None
+    return pid
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return f"(no log at {path})"
+
+
+def _probe(service: Service) -> str | None:
+    """None when healthy, else why not."""
+    try:
+        service.probe()
+    except Exception as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def start(service: Service, timeout: float) -> bool:
+    """Start one service unless it already runs; wait for its probe. True if we started it."""
+    if _owned_pid(service) is not None and _probe(service) is None:
+        log.info("%s already running", service.name)
+        return False
+    host, port = service.address
+    from stack.services import port_open
+
+    if _owned_pid(service) is None and port_open(host, port):
+        raise ServiceError(
+            f"{service.name}: {host}:{port} is taken by a process this stack did not start; "
+            "stop it or change the port in the settings"
+        )
+    service.settings.log_dir.mkdir(parents=True, exist_ok=True)
+    service.settings.run_dir.mkdir(parents=True, exist_ok=True)
+    service.prepare()
+    out = service.settings.log_dir / f"{service.name}.out"
+    with out.open("ab") as sink:
+        proc = subprocess.Popen(
+            service.command(),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C in the terminal that ran `make up` must not stop it
+            cwd=service.settings.var_dir,
+        )
+    service.pid_file.write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout
+    last_error = "not probed yet"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ServiceError(
+                f"{service.name} exited with code {proc.returncode} during start-up.\n"
+                f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
+            )
+        error = _probe(service)
+        if error is None:
+            log.info("%s up on %s:%d (pid %d)", service.name, host, port, proc.pid)
+            return True
+        last_error = error
+        time.sleep(0.25)
+    stop(service)
+    raise ServiceError(
+        f"{service.name} did not answer its probe within {timeout:.0f} s ({last_error}).\n"
+        f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
+    )
+
+
+def stop(service: Service, timeout: float = 30.0) -> bool:
+    """Stop our process of this service, gracefully first. True if something was stopped."""
+    pid = _owned_pid(service)
+    if pid is None:
+        service.pid_file.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _cmdline(pid):
+        _reap(pid)
+        time.sleep(0.1)
+    if _cmdline(pid):
+        log.warning("%s (pid %d) ignored SIGTERM for %.0f s; killing it", service.name, pid, timeout)
+        os.kill(pid, signal.SIGKILL)
+        while _cmdline(pid):
+            _reap(pid)
+            time.sleep(0.05)
+    service.pid_file.unlink(missing_ok=True)
+    log.info("%s stopped (pid %d)", service.name, pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our child (tests start the stack in-process)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _select(settings: Settings, names: Iterable[str] | None) -> list[Service]:
+    services = all_services(settings)
+    if names is None:
+        return services
+    wanted = set(names)
+    unknown = wanted - {s.name for s in services}
+    if unknown:
+        raise ServiceError(f"unknown service(s): {', '.join(sorted(unknown))}")
+    return [s for s in services if s.name in wanted]
+
+
+def up(settings: Settings, names: Iterable[str] | None = None) -> list[str]:
+    """Start the stack (or the named services); returns the names of those this call started."""
+    started: list[str] = []
+    try:
+        for service in _select(settings, names):
+            if start(service, settings.stack_start_timeout_s):
+                started.append(service.name)
+    except ServiceError:
+        for name in reversed(started):
+            stop(_select(settings, [name])[0])
+        raise
+    return started
+
+
+def down(settings: Settings, names: Iterable[str] | None = None) -> list[str]:
+    """Stop what ``up`` started, in reverse order; returns the names actually stopped."""
+    return [s.name for s in reversed(_select(settings, names)) if stop(s)]
+
+
+def status(settings: Settings) -> list[ServiceStatus]:
+    result = []
+    for service in all_services(settings):
+        pid = _owned_pid(service)
+        error = _probe(service) if pid is not None else "not running"
+        host, port = service.address
+        result.append(
+            ServiceStatus(
+                name=service.name,
+                pid=pid,
+                running=pid is not None,
+                healthy=error is None,
+                address=f"{host}:{port}",
+                detail=error or "ok",
+            )
+        )
+    return result

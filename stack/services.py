@@ -1,0 +1,291 @@
+"""The three services of the local stack, each a process we start, probe and stop ourselves.
+
+One class per service, one small interface (`prepare`, `command`, `probe`, `signature`), in the
+spirit of one module per backend: adding a service means one class and one registration.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import socket
+import subprocess
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from config.settings import Settings
+
+
+class ServiceError(RuntimeError):
+    """A service could not be prepared or did not come up."""
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class Service(ABC):
+    """A locally run server. Subclasses say how to run it and how to ask it whether it is ready."""
+
+    name: str
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @property
+    def data_dir(self) -> Path:
+        return self.settings.var_dir / self.name
+
+    @property
+    def log_file(self) -> Path:
+        return self.settings.log_dir / f"{self.name}.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.settings.run_dir / f"{self.name}.pid"
+
+    @property
+    @abstractmethod
+    def address(self) -> tuple[str, int]: ...
+
+    @abstractmethod
+    def command(self) -> list[str]:
+        """The argv that runs the server in the foreground."""
+
+    @abstractmethod
+    def signature(self) -> str:
+        """A string found in the command line of our process, checked before we signal a pid."""
+
+    def prepare(self) -> None:
+        """One-time work before the first start (directories, formatted storage)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    @abstractmethod
+    def probe(self) -> None:
+        """Raise unless the server answers a real request (not just an open port)."""
+
+
+class Kafka(Service):
+    """Apache Kafka in KRaft mode, one node acting as broker and controller."""
+
+    name = "kafka"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.settings.kafka_host, self.settings.kafka_port
+
+    @property
+    def libs(self) -> Path:
+        return self.settings.cache_dir / "kafka" / "libs"
+
+    @property
+    def config_file(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    def signature(self) -> str:
+        return "kafka.Kafka"
+
+    def _properties(self) -> str:
+        s = self.settings
+        return "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@{s.kafka_host}:{s.kafka_controller_port}",
+                f"listeners=PLAINTEXT://{s.kafka_host}:{s.kafka_port},CONTROLLER://{s.kafka_host}:{s.kafka_controller_port}",
+                f"advertised.listeners=PLAINTEXT://{s.kafka_host}:{s.kafka_port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                f"log.dirs={self.data_dir / 'data'}",
+                f"num.partitions={s.topic_partitions}",
+                "auto.create.topics.enable=false",
+                "offsets.topic.replication.factor=1",
+                "offsets.topic.num.partitions=4",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "num.network.threads=2",
+                "num.io.threads=4",
+                # One machine, one replica: the durability of a write is the OS page cache plus
+                # the broker's own flush policy, as with any single-node Kafka.
+                "",
+            ]
+        )
+
+    def _log4j(self) -> str:
+        log = self.log_file
+        return "\n".join(
+            [
+                "status = warn",
+                "appender.file.type = RollingFile",
+                "appender.file.name = file",
+                f"appender.file.fileName = {log}",
+                f"appender.file.filePattern = {log}.%i",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+                "appender.file.policies.type = Policies",
+                "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
+                "appender.file.policies.size.size = 50MB",
+                "appender.file.strategy.type = DefaultRolloverStrategy",
+                "appender.file.strategy.max = 3",
+                "rootLogger.level = info",
+                "rootLogger.appenderRef.file.ref = file",
+                "logger.kafka.name = kafka",
+                "logger.kafka.level = info",
+                "logger.apache.name = org.apache.kafka",
+                "logger.apache.level = warn",
+                "",
+            ]
+        )
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        if not self.libs.is_dir():
+            raise ServiceError(f"Kafka jars not found under {self.libs}: run `make setup` first")
+        java = shutil.which("java")
+        if java is None:
+            raise ServiceError("java not found on PATH (Java 17 is required)")
+        return [
+            java,
+            f"-Xmx{self.settings.kafka_heap}",
+            "-Xms256m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.settings.log_dir}",
+            "-cp",
+            f"{self.libs}/*",
+            main,
+            *args,
+        ]
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.config_file.write_text(self._properties())
+        (self.data_dir / "log4j2.properties").write_text(self._log4j())
+        if (self.data_dir / "data" / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        argv = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config_file))
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        if result.returncode != 0:
+            raise ServiceError(f"formatting Kafka storage failed:\n{result.stdout}\n{result.stderr}")
+
+    def command(self) -> list[str]:
+        return self._java("kafka.Kafka", str(self.config_file))
+
+    def probe(self) -> None:
+        host, port = self.address
+        if not port_open(host, port):
+            raise ServiceError(f"nothing listens on {host}:{port}")
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "log_level": 2})
+        metadata = admin.list_topics(timeout=3)
+        if not metadata.brokers:
+            raise ServiceError("metadata request returned no brokers")
+
+
+class FerretDB(Service):
+    """FerretDB 1.x on SQLite: the MongoDB wire protocol for the local stack."""
+
+    name = "ferretdb"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.settings.mongo_host, self.settings.mongo_port
+
+    @property
+    def binary(self) -> Path:
+        return self.settings.cache_dir / "bin" / "ferretdb"
+
+    def signature(self) -> str:
+        return str(self.binary)
+
+    def command(self) -> list[str]:
+        if not self.binary.exists():
+            raise ServiceError(f"{self.binary} not found: run `make setup` first")
+        host, port = self.address
+        return [
+            str(self.binary),
+            f"-listen-addr={host}:{port}",
+            f"-sqlite-dir={self.data_dir}",
+            "-log-level=warn",
+        ]
+
+    def probe(self) -> None:
+        from pymongo import MongoClient
+
+        host, port = self.address
+        client: MongoClient[dict[str, object]] = MongoClient(
+            host, port, serverSelectionTimeoutMS=2000, connectTimeoutMS=1000, directConnection=True
+        )
+        try:
+            client.admin.command("ping")
+        finally:
+            client.close()
+
+
+class Redis(Service):
+    """Debian's redis-server with the append-only file on, so a restart keeps realtime views."""
+
+    name = "redis"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.settings.redis_host, self.settings.redis_port
+
+    def signature(self) -> str:
+        return "redis-server"
+
+    def command(self) -> list[str]:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not Path(binary).exists():
+            raise ServiceError("redis-server not found: run `make setup` first")
+        host, port = self.address
+        return [
+            binary,
+            "--bind",
+            host,
+            "--port",
+            str(port),
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--logfile",
+            str(self.log_file),
+        ]
+
+    def probe(self) -> None:
+        import redis
+
+        host, port = self.address
+        client = redis.Redis(host=host, port=port, socket_timeout=2, socket_connect_timeout=1)
+        try:
+            if not client.ping():
+                raise ServiceError("PING did not answer PONG")
+        finally:
+            client.close()
+
+
+SERVICES: tuple[type[Service], ...] = (Kafka, FerretDB, Redis)
+
+
+def all_services(settings: Settings) -> list[Service]:
+    return [cls(settings) for cls in SERVICES]

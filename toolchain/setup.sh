@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# make setup: install everything the local platform needs into one cache directory.
+#
+# Idempotent: each step records a stamp (a hash of its inputs) and is skipped while the stamp
+# matches, so a second run with everything cached takes seconds. Inputs are the checked-in files
+# that pin versions: pyproject.toml, toolchain/*/pom.xml, toolchain/ferretdb/go.{mod,sum}.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${LAMBDA_CACHE_DIR:-$ROOT/.cache}"
+mkdir -p "$CACHE/stamps" "$CACHE/bin"
+CACHE="$(cd "$CACHE" && pwd)"
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+
+STEP=0
+TOTAL=5
+T0=$(date +%s)
+
+step() { STEP=$((STEP + 1)); STEP_T0=$(date +%s); printf '\033[1m[%d/%d] %s\033[0m\n' "$STEP" "$TOTAL" "$1"; }
+done_step() { printf '      %s (%ds)\n' "$1" "$(($(date +%s) - STEP_T0))"; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+fresh() { [[ -f "$CACHE/stamps/$1" && "$(cat "$CACHE/stamps/$1")" == "$2" ]]; }
+stamp() { echo "$2" >"$CACHE/stamps/$1"; }
+
+# --- 1. Python virtual environment -----------------------------------------------------------
+step "Python environment ($CACHE/venv)"
+PY_HASH=$(hash_of "$ROOT/pyproject.toml")
+if fresh venv "$PY_HASH" && [[ -x "$CACHE/venv/bin/python" ]]; then
+  done_step "cached"
+else
+  [[ -x "$CACHE/venv/bin/python" ]] || "$PYTHON" -m venv "$CACHE/venv"
+  "$CACHE/venv/bin/python" - "$ROOT/pyproject.toml" >"$CACHE/requirements.txt" <<'EOF'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"]))
+EOF
+  # The project itself is not installed: it runs from the checkout (PYTHONPATH), so one cached
+  # environment serves every clone and a code change never needs a reinstall.
+  PIP_CACHE_DIR="$CACHE/pip" "$CACHE/venv/bin/pip" install --disable-pip-version-check \
+    --progress-bar on -r "$CACHE/requirements.txt"
+  stamp venv "$PY_HASH"
+  done_step "installed"
+fi
+
+# --- 2. Kafka broker jars (KRaft) --------------------------------------------------------------
+step "Apache Kafka broker jars (Maven Central)"
+MVN=(mvn -B -q --no-transfer-progress "-Dmaven.repo.local=$CACHE/m2")
+KAFKA_HASH=$(hash_of "$ROOT/toolchain/kafka-broker/pom.xml")
+if fresh kafka "$KAFKA_HASH" && [[ -d "$CACHE/kafka/libs" ]]; then
+  done_step "cached"
+else
+  rm -rf "$CACHE/kafka/libs"
+  (cd "$ROOT/toolchain/kafka-broker" && "${MVN[@]}" dependency:copy-dependencies \
+    -DincludeScope=runtime "-DoutputDirectory=$CACHE/kafka/libs")
+  stamp kafka "$KAFKA_HASH"
+  done_step "$(ls "$CACHE/kafka/libs" | wc -l) jars"
+fi
+
+# --- 3. Spark Kafka connector jars -------------------------------------------------------------
+step "Spark Kafka connector jars (Maven Central)"
+SPARK_HASH=$(hash_of "$ROOT/toolchain/spark-kafka/pom.xml")
+if fresh spark-jars "$SPARK_HASH" && [[ -d "$CACHE/spark-jars" ]]; then
+  done_step "cached"
+else
+  rm -rf "$CACHE/spark-jars"
+  (cd "$ROOT/toolchain/spark-kafka" && "${MVN[@]}" dependency:copy-dependencies \
+    -DexcludeTransitive=true "-DoutputDirectory=$CACHE/spark-jars")
+  stamp spark-jars "$SPARK_HASH"
+  done_step "$(ls "$CACHE/spark-jars" | tr '\n' ' ')"
+fi
+
+# --- 4. FerretDB (MongoDB wire protocol on SQLite) ---------------------------------------------
+step "FerretDB 1.x with the SQLite backend (Go module build)"
+FDB_HASH=$(hash_of "$ROOT/toolchain/ferretdb/go.mod" "$ROOT/toolchain/ferretdb/go.sum" "$ROOT/toolchain/ferretdb/main.go")
+if fresh ferretdb "$FDB_HASH" && [[ -x "$CACHE/bin/ferretdb" ]]; then
+  done_step "cached"
+else
+  command -v go >/dev/null || { echo "Go is required to build FerretDB" >&2; exit 1; }
+  echo "      compiling (about a minute on 2 cores the first time)..."
+  (cd "$ROOT/toolchain/ferretdb" &&
+    GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOFLAGS=-modcacherw \
+      go build -trimpath -o "$CACHE/bin/ferretdb" .)
+  stamp ferretdb "$FDB_HASH"
+  done_step "built $CACHE/bin/ferretdb"
+fi
+
+# --- 5. Redis ----------------------------------------------------------------------------------
+step "Redis server (Debian package)"
+if command -v redis-server >/dev/null 2>&1; then
+  done_step "present: $(redis-server --version | cut -d' ' -f3)"
+else
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  # Debian starts its own instance; the platform runs its own under var/, so stop the system one.
+  $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || $SUDO service redis-server stop >/dev/null 2>&1 || true
+  done_step "installed: $(redis-server --version | cut -d' ' -f3)"
+fi
+
+java -version >/dev/null 2>&1 || echo "warning: java not found; Kafka and Spark need Java 17" >&2
+printf '\033[1msetup complete\033[0m in %ds (cache: %s)\n' "$(($(date +%s) - T0))" "$CACHE"
