@@ -20,7 +20,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LAMBDA_", env_file=None, extra="ignore")
 
     # --- where things live -------------------------------------------------------------------
-    var_dir: Path = Field(PROJECT_ROOT / "var", description="All local data and logs live below this directory.")
+    var_dir: Path = Field(
+        PROJECT_ROOT / "var", description="All local data and logs live below this directory."
+    )
     cache_dir: Path = Field(
         PROJECT_ROOT / ".cache",
         description="What `make setup` installs: venv, Kafka and connector jars, the FerretDB binary.",
@@ -36,14 +38,16 @@ class Settings(BaseSettings):
     topic_partitions: int = Field(4, ge=1)
     topic_retention_ms: int = Field(
         30 * 24 * 3600 * 1000,
-        description="Retention of `events`; -1 keeps the log forever. The master dataset is the long-term copy.",
+        description="Retention of `events` (-1: forever). The master dataset is the long-term copy.",
     )
     dlq_retention_ms: int = 30 * 24 * 3600 * 1000
 
     # --- MongoDB protocol (FerretDB locally, MongoDB in production) ---------------------------
     mongo_host: str = "127.0.0.1"
     mongo_port: int = 27017
-    mongo_uri: str | None = Field(None, description="A full MongoDB URI; when set, host and port are ignored.")
+    mongo_uri: str | None = Field(
+        None, description="A full MongoDB URI; when set, host and port are ignored."
+    )
     mongo_db: str = "lambda"
 
     # --- Redis ----------------------------------------------------------------------------------

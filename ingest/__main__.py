@@ -61,8 +61,15 @@ def _run(
     bounds = bounds_from(settings)
     start = time.monotonic()
     with progress_bar(console) as progress:
-        stats = ingest(records, producer, source=source, bounds=bounds, total=total, progress=progress,
-                       description=source)
+        stats = ingest(
+            records,
+            producer,
+            source=source,
+            bounds=bounds,
+            total=total,
+            progress=progress,
+            description=source,
+        )
     return stats, time.monotonic() - start
 
 
@@ -101,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "generate":
         total = args.events or None
         if args.span_hours and timedelta(hours=args.span_hours + 6) > timedelta(days=settings.max_past_days):
-            console.print(f"[red]--span-hours exceeds the contract's max_past_days={settings.max_past_days}[/]")
+            console.print(
+                f"[red]--span-hours exceeds the contract's max_past_days={settings.max_past_days}[/]"
+            )
             return 2
         generator = TrafficGenerator(
             GeneratorConfig(
@@ -131,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]no such file: {path}[/]")
         return 2
     records = paced(read_file(path), args.rate)
-    stats, seconds = _run(settings, console, itertools.chain(records), count_lines(path), f"replay:{path.name}")
+    stats, seconds = _run(
+        settings, console, itertools.chain(records), count_lines(path), f"replay:{path.name}"
+    )
     return _summary(console, f"replay {path}", stats, seconds)
 
 

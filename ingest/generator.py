@@ -99,7 +99,7 @@ def _corruptions() -> list[tuple[str, Callable[[dict[str, Any]], bytes]]]:
 
     return [
         ("truncated-json", lambda e: dumps(e)[: len(dumps(e)) // 2]),
-        ("not-an-object", lambda e: dumps([e["event_id"], e["url"]])),
+        ("not-an-object", lambda e: orjson.dumps([e["event_id"], e["url"]])),
         ("missing-visitor", drop("visitor_id")),
         ("missing-ts", drop("ts")),
         ("bad-scheme", lambda e: dumps({**e, "url": e["url"].replace("https://", "ftp://", 1)})),
@@ -128,7 +128,7 @@ class TrafficGenerator:
         ranks = np.arange(1, config.urls + 1, dtype=np.float64)
         weights = ranks**-config.zipf_exponent
         self._url_p = weights / weights.sum()
-        self._sessions = list(self._np.integers(0, config.visitors, config.concurrent_sessions))
+        self._sessions: list[int] = self._np.integers(0, config.visitors, config.concurrent_sessions).tolist()
         self._recent: list[dict[str, Any]] = []
         self._corrupt = _corruptions()
         self._time_cdf = self._diurnal_cdf() if config.span_hours > 0 else None
@@ -158,11 +158,14 @@ class TrafficGenerator:
     def _event_times(self, start_index: int, size: int) -> np.ndarray:
         """Epoch seconds for the next ``size`` originals (monotonic before late/out-of-order)."""
         if self._time_cdf is None:
-            return np.full(size, datetime.now(UTC).timestamp() if self.config.now is None else self._now.timestamp())
+            return np.full(
+                size, datetime.now(UTC).timestamp() if self.config.now is None else self._now.timestamp()
+            )
         edges, cdf = self._time_cdf
         total = self.config.total or 1
         u = (np.arange(start_index, start_index + size, dtype=np.float64) + 0.5) / total
-        return np.interp(u, cdf, edges)
+        times: np.ndarray = np.interp(u, cdf, edges)
+        return times
 
     def __iter__(self) -> Iterator[RawRecord]:
         cfg = self.config
@@ -175,17 +178,19 @@ class TrafficGenerator:
     def _chunk(self, start_index: int, size: int) -> Iterator[RawRecord]:
         cfg = self.config
         rng = self._np
-        url_idx = rng.choice(len(self._urls), size=size, p=self._url_p)
-        slots = rng.integers(0, cfg.concurrent_sessions, size=size)
-        session_end = rng.random(size) < 1.0 / cfg.session_mean_views
-        new_visitors = rng.integers(0, cfg.visitors, size=size)
-        kind = rng.random(size)
-        lateness = rng.random(size)
-        shift = rng.random(size)
-        times = self._event_times(start_index, size)
-        ua_idx = rng.integers(0, len(USER_AGENTS), size=size)
-        country_idx = rng.integers(0, len(COUNTRIES), size=size)
-        ref_roll = rng.random(size)
+        # Draw a chunk at a time with numpy, then index plain lists: a numpy scalar per access
+        # would cost more than the rest of the per-event work.
+        url_idx = rng.choice(len(self._urls), size=size, p=self._url_p).tolist()
+        slots = rng.integers(0, cfg.concurrent_sessions, size=size).tolist()
+        session_end = (rng.random(size) < 1.0 / cfg.session_mean_views).tolist()
+        new_visitors = rng.integers(0, cfg.visitors, size=size).tolist()
+        kind = rng.random(size).tolist()
+        lateness = rng.random(size).tolist()
+        shift = rng.random(size).tolist()
+        times = self._event_times(start_index, size).tolist()
+        ua_idx = rng.integers(0, len(USER_AGENTS), size=size).tolist()
+        country_idx = rng.integers(0, len(COUNTRIES), size=size).tolist()
+        ref_roll = rng.random(size).tolist()
         late_lo, late_hi = cfg.late_hours
         ooo_lo, ooo_hi = cfg.out_of_order_seconds
         dup_cut = cfg.duplicate_fraction
@@ -200,14 +205,14 @@ class TrafficGenerator:
                 stats.duplicates += 1
                 yield recent[int(shift[i] * len(recent))]
                 continue
-            ts = float(times[i])
+            ts = times[i]
             if lateness[i] < cfg.late_fraction:
                 ts -= (late_lo + (late_hi - late_lo) * shift[i]) * 3600.0
                 stats.late += 1
             elif lateness[i] < cfg.late_fraction + cfg.out_of_order_fraction:
                 ts -= ooo_lo + (ooo_hi - ooo_lo) * shift[i]
                 stats.out_of_order += 1
-            slot = int(slots[i])
+            slot = slots[i]
             visitor = sessions[slot]
             if session_end[i]:
                 sessions[slot] = new_visitors[i]

@@ -10,9 +10,10 @@ Valid ones go to `events`, the rest to the DLQ with their reason; the caller get
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -30,8 +31,7 @@ from rich.progress import (
 from rich.text import Text
 
 from contract import ContractError, TimeBounds, decode, validate
-from ingest.producer import EventProducer, ProduceStats
-
+from ingest.producer import EventSink, ProduceStats
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _original(record: RawRecord) -> bytes:
 
 def ingest(
     records: Iterable[RawRecord],
-    producer: EventProducer,
+    producer: EventSink,
     *,
     source: str,
     bounds: TimeBounds,
@@ -103,6 +103,30 @@ def ingest(
     every event and every rejection.
     """
     task = progress.add_task(description, total=total) if progress is not None else None
+
+    def advance(n: int) -> None:
+        if progress is not None and task is not None:
+            progress.advance(task, n)
+
+    # The loop allocates millions of short-lived, acyclic objects; reference counting frees them
+    # all, and the cyclic collector would only scan them again and again (~15% of the run).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _validate_and_produce(records, producer, source, bounds, advance)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return producer.flush()
+
+
+def _validate_and_produce(
+    records: Iterable[RawRecord],
+    producer: EventSink,
+    source: str,
+    bounds: TimeBounds,
+    advance: Callable[[int], None],
+) -> None:
     pending = 0
     for record in records:
         try:
@@ -114,13 +138,9 @@ def ingest(
             producer.add(event)
         pending += 1
         if pending == _PROGRESS_EVERY:
-            if progress is not None and task is not None:
-                progress.advance(task, pending)
+            advance(pending)
             pending = 0
-    stats = producer.flush()
-    if progress is not None and task is not None:
-        progress.advance(task, pending)
-    return stats
+    advance(pending)
 
 
 def paced(records: Iterable[RawRecord], rate: float | None) -> Iterator[RawRecord]:

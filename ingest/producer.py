@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -58,8 +58,16 @@ def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
     return config
 
 
-DeliveryHook = Callable[[int, int, int], None]
-"""Called with (record index, partition, offset) once a record is acknowledged."""
+class EventSink(Protocol):
+    """Where the ingest pipeline puts records: Kafka in production, memory in unit tests."""
+
+    stats: ProduceStats
+
+    def add(self, event: PageView) -> int: ...
+
+    def dead_letter(self, payload: bytes, reason: str, source: str) -> None: ...
+
+    def flush(self, timeout: float = 120.0) -> ProduceStats: ...
 
 
 class EventProducer:
@@ -105,16 +113,36 @@ class EventProducer:
     # --- the sink interface ----------------------------------------------------------------------
     def add(self, event: PageView) -> int:
         """Queue one valid event; returns its index for :meth:`offsets`."""
-        return self._produce(self.events_topic, encode(event), event.visitor_id.encode(), None)
+        if self.report_offsets:
+            return self._produce(self.events_topic, encode(event), event.visitor_id.encode(), None)
+        # The bulk path, kept flat: at 150K events/s every method call shows in the profile.
+        self.stats.sent += 1
+        self._next_index += 1
+        try:
+            self._producer.produce(self.events_topic, encode(event), event.visitor_id.encode())
+        except BufferError:
+            self._next_index -= 1
+            self.stats.sent -= 1
+            return self._produce(self.events_topic, encode(event), event.visitor_id.encode(), None)
+        if self._next_index & 1023 == 0:
+            self._producer.poll(0)
+        return self._next_index - 1
 
     def dead_letter(self, payload: bytes, reason: str, source: str) -> None:
         """Queue a rejected record with its original bytes and the reason it was rejected."""
         self.stats.count_reject(reason)
-        headers = [(DLQ_REASON_HEADER, reason.encode()), (DLQ_SOURCE_HEADER, source.encode())]
+        headers: list[tuple[str, str | bytes | None]] = [
+            (DLQ_REASON_HEADER, reason.encode()),
+            (DLQ_SOURCE_HEADER, source.encode()),
+        ]
         self._produce(self.dlq_topic, payload, None, headers)
 
     def _produce(
-        self, topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]] | None
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        headers: list[tuple[str, str | bytes | None]] | None,
     ) -> int:
         index = self._next_index
         self._next_index += 1
@@ -126,7 +154,7 @@ class EventProducer:
                         value,
                         key,
                         headers=headers,
-                        on_delivery=lambda err, msg, i=index: self._deliver_indexed(err, msg, i),
+                        on_delivery=partial(self._deliver_indexed, index),
                     )
                 else:
                     self._producer.produce(topic, value, key, headers=headers)
@@ -136,14 +164,17 @@ class EventProducer:
                 self._producer.poll(0.05)
         if topic == self.events_topic:
             self.stats.sent += 1
-        self._producer.poll(0)
+        if index & 1023 == 0:
+            # Serve delivery callbacks now and then; once per record costs more than the produce.
+            self._producer.poll(0)
         return index
 
-    def _deliver_indexed(self, err: KafkaError | None, msg: Message, index: int) -> None:
-        if err is not None:
+    def _deliver_indexed(self, index: int, err: KafkaError | None, msg: Message) -> None:
+        partition, offset = msg.partition(), msg.offset()
+        if err is not None or partition is None or offset is None:
             self._on_delivery(err, msg)
         else:
-            self._offsets[index] = (msg.partition(), msg.offset())
+            self._offsets[index] = (partition, offset)
 
     def flush(self, timeout: float = 120.0) -> ProduceStats:
         """Block until every queued record is acknowledged or failed; raise if any is left."""

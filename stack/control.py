@@ -7,6 +7,7 @@ processes up by name.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -145,10 +146,8 @@ def stop(service: Service, timeout: float = 30.0) -> bool:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if the process is our child (tests start the stack in-process)."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _select(settings: Settings, names: Iterable[str] | None) -> list[Service]:

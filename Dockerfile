@@ -1,0 +1,73 @@
+# syntax=docker/dockerfile:1
+#
+# One image for the project's own services (ingest, api, speed_layer, batch_layer). Compose gives
+# each service its command; configuration comes only from LAMBDA_* environment variables.
+#
+#   docker build -t lambda-platform .        (or: docker compose build)
+
+# --- stage 1: the Spark Kafka connector jars, resolved from the same pom `make setup` uses ---------
+FROM maven:3.9-eclipse-temurin-17 AS spark-jars
+WORKDIR /build
+COPY toolchain/spark-kafka/pom.xml pom.xml
+RUN mvn -B --no-transfer-progress dependency:copy-dependencies \
+        -DexcludeTransitive=true -DoutputDirectory=/jars \
+    && ls -l /jars
+
+# --- stage 2: the runtime ----------------------------------------------------------------------------
+# bookworm, not the floating 3.11-slim tag: Debian 13 (trixie) no longer ships openjdk-17.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
+    PIP_CACHE_DIR=/var/cache/pip
+
+# Java 17 for Spark (pyspark starts a JVM). The man directory works around openjdk's postinst on slim.
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && java -version
+
+# Python dependencies: exactly the [project] dependencies of pyproject.toml (no dev extras), read with
+# tomllib as toolchain/setup.sh does. The project itself is not installed: it runs from /app.
+# pyspark is a large source package built on install; the cache mount keeps pip's cache across builds.
+COPY pyproject.toml /tmp/pyproject.toml
+RUN --mount=type=cache,target=/var/cache/pip \
+    python -c "import tomllib; print('\n'.join(tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt /tmp/pyproject.toml
+
+# The non-root service user. /data is the var dir (LAMBDA_VAR_DIR, a volume in compose); a named
+# volume mounted there inherits this ownership on first use.
+RUN useradd --system --create-home --home-dir /home/lambda --shell /usr/sbin/nologin --uid 10001 lambda \
+    && mkdir -p /app /data /opt/lambda \
+    && chown lambda:lambda /app /data
+
+# settings.cache_dir / "spark-jars" is where the Spark session finds the connector jars.
+COPY --from=spark-jars /jars /opt/lambda/spark-jars
+
+# The source: the packages listed in pyproject.toml's [tool.setuptools.packages.find]. Files stay
+# root-owned (read-only for the service); /app itself is writable so Spark may create its default
+# spark-warehouse/ in the working directory.
+COPY config/ /app/config/
+COPY contract/ /app/contract/
+COPY stack/ /app/stack/
+COPY ingest/ /app/ingest/
+COPY views/ /app/views/
+COPY batch_layer/ /app/batch_layer/
+COPY speed_layer/ /app/speed_layer/
+COPY serving_layer/ /app/serving_layer/
+COPY api/ /app/api/
+
+# SPARK_LOCAL_IP is deliberately not set: in a container Spark must bind the container's address so
+# that executors of a cluster (LAMBDA_SPARK_MASTER) can reach the driver.
+ENV PYTHONPATH=/app \
+    LAMBDA_CACHE_DIR=/opt/lambda \
+    LAMBDA_VAR_DIR=/data
+
+WORKDIR /app
+USER lambda
+
+EXPOSE 8000

@@ -1,0 +1,62 @@
+# Lambda platform: every entry point is a target here. `make help` lists them.
+#
+# Everything `make setup` installs lives in one cache directory (default .cache/, git-ignored;
+# set LAMBDA_CACHE_DIR to share it between clones). The project runs from the checkout itself.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+export LAMBDA_CACHE_DIR ?= $(CURDIR)/.cache
+VENV       := $(LAMBDA_CACHE_DIR)/venv
+PY         := $(VENV)/bin/python
+export PYTHONPATH := $(CURDIR)
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYTHONUNBUFFERED := 1
+
+# generator knobs: make generate RATE=20000 EVENTS=1000000 SEED=7
+RATE   ?= 0
+EVENTS ?= 100000
+SEED   ?=
+FILE   ?=
+
+.PHONY: help setup up down ps topics generate replay test test-unit lint typecheck bench clean-var
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: ## install venv, Kafka + Spark connector jars, FerretDB, redis-server (idempotent, cached)
+	@bash toolchain/setup.sh
+
+up: ## start Kafka (KRaft), FerretDB and Redis on 127.0.0.1; data and logs under var/
+	@$(PY) -m stack up
+
+down: ## stop exactly the processes `make up` started
+	@$(PY) -m stack down
+
+ps: ## show the local services, their pids and probe results
+	@$(PY) -m stack ps
+
+topics: ## create the events and events.dlq topics if missing
+	@$(PY) -m ingest topics
+
+generate: ## produce synthetic traffic (RATE= EVENTS= SEED=)
+	@$(PY) -m ingest generate --rate $(RATE) --events $(EVENTS) $(if $(SEED),--seed $(SEED))
+
+replay: ## replay a JSONL or CSV file into the log (FILE=)
+	@test -n "$(FILE)" || { echo "usage: make replay FILE=events.jsonl" >&2; exit 2; }
+	@$(PY) -m ingest replay "$(FILE)"
+
+test: ## run the whole test suite (starts and stops its own stack on separate ports)
+	@$(PY) -m pytest -q
+
+test-unit: ## run only the tests that need no services
+	@$(PY) -m pytest -q -m "not integration"
+
+lint: ## ruff and mypy
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) -m mypy .
+
+bench: ## run the benchmarks; results go to bench/results/*.json
+	@$(PY) -m bench.ingest
+
+clean-var: down ## stop the stack and delete var/ (all local data!)
+	@rm -rf var

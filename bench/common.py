@@ -1,0 +1,72 @@
+"""What every benchmark shares: a running stack, machine facts and the JSON result file."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from config.settings import Settings
+from stack import control
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@contextmanager
+def running_stack(settings: Settings) -> Iterator[None]:
+    """Use the local stack, starting it (and stopping it afterwards) if it is not up."""
+    started = control.up(settings)
+    try:
+        yield
+    finally:
+        if started:
+            control.down(settings, started)
+
+
+def machine() -> dict[str, Any]:
+    mem_kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kb / 1024**2, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": _git_commit(),
+    }
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def peak_rss_mib(children: bool = False) -> float:
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    return resource.getrusage(who).ru_maxrss / 1024
+
+
+def write_result(name: str, result: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    payload = {
+        "benchmark": name,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        **result,
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
