@@ -63,6 +63,27 @@ class Settings(BaseSettings):
         30, ge=0, description="Events older than this are rejected; raise it to replay historic files."
     )
 
+    # --- Spark ----------------------------------------------------------------------------------
+    spark_master: str = Field("local[2]", description="Any Spark master URL: local[*], spark://, yarn, k8s://.")
+    spark_driver_memory: str = Field("6g", description="Set before the JVM starts; local mode runs in it.")
+    spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, description='Extra Spark settings, JSON: LAMBDA_SPARK_CONF=\'{"spark.x": "y"}\'.'
+    )
+
+    # --- the batch layer ------------------------------------------------------------------------
+    master_path: str | None = Field(
+        None, description="Master dataset root: a local path or any Hadoop-compatible URI (default var/master)."
+    )
+    hll_lg_k: int = Field(12, ge=4, le=21, description="lgConfigK of the HLL sketches (12: ~1.6% std error).")
+    retire_grace_s: float = Field(
+        300.0, ge=0, description="How long a retired generation's data stays for queries in flight and diffing."
+    )
+
+    batch_pause_at: str | None = Field(
+        None, description="Crash tests only: the batch run stops at this checkpoint until killed."
+    )
+
     # --- the probes and timeouts of the local stack ---------------------------------------------
     stack_start_timeout_s: float = 60.0
 
@@ -77,6 +98,14 @@ class Settings(BaseSettings):
     @property
     def redis_url(self) -> str:
         return f"redis://{self.redis_host}:{self.redis_port}/{self.redis_db}"
+
+    @property
+    def master_uri(self) -> str:
+        return self.master_path or (self.var_dir / "master").resolve().as_uri()
+
+    @property
+    def spark_jars_dir(self) -> Path:
+        return self.cache_dir / "spark-jars"
 
     @property
     def log_dir(self) -> Path:

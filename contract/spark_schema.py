@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AwareDatetime
 
-from contract.events import PageView
+from contract.events import SCHEMA_VERSION, PageView
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType, StructType
 
 
@@ -65,3 +66,43 @@ def event_schema() -> StructType:
 def required_fields() -> list[str]:
     """Fields a valid event always carries (non-null after parsing)."""
     return [name for name, info in PageView.model_fields.items() if info.is_required()]
+
+
+INVALID_COLUMN = "_invalid"
+"""Column :func:`parse_kafka_records` adds: null for a valid event, else why it is not one."""
+
+
+def parse_kafka_records(records: DataFrame) -> DataFrame:
+    """Kafka rows (value, partition, offset, timestamp) -> contract columns plus log position.
+
+    Ingest validated every record before producing it, so invalid ones are rare (a producer that
+    bypassed ingest); they are kept with a reason in :data:`INVALID_COLUMN` for the caller to count
+    and dead-letter, never silently dropped. ``log_time`` is the broker's LogAppendTime.
+    """
+    from pyspark.sql import functions as F
+
+    schema = event_schema()
+    parsed = records.select(
+        F.from_json(F.col("value").cast("string"), schema).alias("e"),
+        F.col("value").alias("_raw"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("log_time"),
+    )
+    checks = [F.when(F.col("e").isNull(), F.lit("event: not a JSON object"))]
+    checks += [
+        F.when(F.col(f"e.{name}").isNull(), F.lit(f"{name}: missing or not of the contract's type"))
+        for name in required_fields()
+    ]
+    checks.append(
+        F.when(F.col("e.schema_version") != F.lit(SCHEMA_VERSION), F.lit("schema_version: unsupported"))
+    )
+    reason = F.concat_ws("; ", *checks)
+    return parsed.select(
+        *[F.col(f"e.{name}").alias(name) for name in schema.fieldNames()],
+        "kafka_partition",
+        "kafka_offset",
+        "log_time",
+        "_raw",
+        F.when(reason == "", F.lit(None)).otherwise(reason).alias(INVALID_COLUMN),
+    )

@@ -217,7 +217,7 @@ class FerretDB(Service):
             str(self.binary),
             f"-listen-addr={host}:{port}",
             f"-sqlite-dir={self.data_dir}",
-            "-log-level=warn",
+            "-log-level=error",
         ]
 
     def probe(self) -> None:

@@ -1,0 +1,52 @@
+"""What changed between two generations' batch views: the check after a fix and a recompute."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from batch_layer.store import BatchViewStore
+from generations.registry import Generation
+
+COMPARED = ("pv", "uv", "h_pv", "h_uv")
+"""Exact values; sketches are compared through these (their bytes depend on insertion order)."""
+
+
+@dataclass
+class ViewDiff:
+    view: str
+    unchanged: int = 0
+    changed: int = 0
+    only_in_a: int = 0
+    only_in_b: int = 0
+    sample: list[dict[str, Any]] = field(default_factory=list)
+
+
+def diff_generations(store: BatchViewStore, a: Generation, b: Generation, sample_size: int = 5) -> list[ViewDiff]:
+    out = []
+    for view in sorted(set(a.day_map) | set(b.day_map)):
+        docs_a = {(d["key"], d["day"]): d for d in store.read_all(view, a.day_map.get(view, {}))}
+        docs_b = {(d["key"], d["day"]): d for d in store.read_all(view, b.day_map.get(view, {}))}
+        result = ViewDiff(view)
+        for ident in sorted(set(docs_a) | set(docs_b)):
+            da, db = docs_a.get(ident), docs_b.get(ident)
+            if da is None:
+                result.only_in_b += 1
+            elif db is None:
+                result.only_in_a += 1
+            elif all(da[f] == db[f] for f in COMPARED):
+                result.unchanged += 1
+                continue
+            else:
+                result.changed += 1
+            if len(result.sample) < sample_size:
+                result.sample.append(
+                    {
+                        "key": ident[0],
+                        "day": ident[1],
+                        "a": {f: da[f] for f in ("pv", "uv")} if da else None,
+                        "b": {f: db[f] for f in ("pv", "uv")} if db else None,
+                    }
+                )
+        out.append(result)
+    return out

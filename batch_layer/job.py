@@ -1,0 +1,240 @@
+"""One batch run = one generation: open, absorb, compute the views, write, publish, retire.
+
+The served generation changes only in the last step, a single pointer write; a run that fails or
+is killed anywhere before it leaves the served generation as it was, and the next run cleans up
+(orphan segment directories, the half-written collections of the abandoned generation).
+
+Incremental runs (the default) recompute only the days that newly absorbed events fall on, from
+those days' master-dataset partitions, and reuse every other day's documents from the served
+generation without copying them. A full recompute (``make recompute``) rebuilds every day of every
+view from the whole master dataset. A view whose definition changed since the served generation
+is recomputed in full even by an incremental run: its stored documents were made by other code.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+from pymongo import MongoClient
+
+from batch_layer import faults
+from batch_layer.master import MasterDataset, Segment
+from batch_layer.store import BatchViewStore, collection_name
+from config.settings import Settings
+from config.spark import SparkProgress, spark_session
+from generations.registry import Generation, GenerationRegistry
+from ingest.producer import EventProducer
+from ingest.topics import log_end_offsets, log_start_offsets
+from views import View, all_views
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+VIEW_INPUT_COLUMNS = ("event_id", "ts", "visitor_id", "url", "event_date")
+
+
+@dataclass
+class RunSummary:
+    gen: int
+    kind: str
+    events_absorbed: int = 0
+    invalid_records: int = 0
+    view_days_recomputed: dict[str, int] = field(default_factory=dict)
+    documents_written: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    retired: list[int] = field(default_factory=list)
+    dropped_collections: list[str] = field(default_factory=list)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "total_seconds": round(self.total_seconds, 3)}
+
+
+def plan_days(
+    views: list[View], full: bool, served: Generation | None, segments: list[Segment], all_days: list[str]
+) -> dict[str, list[str]]:
+    """Which days each view must recompute in this run."""
+    if full or served is None:
+        return {v.name: list(all_days) for v in views}
+    new_days = sorted({d for s in segments if s.gen > served.gen for d in s.days})
+    plan = {}
+    for v in views:
+        changed = served.fingerprints.get(v.name) != v.fingerprint or v.name not in served.day_map
+        plan[v.name] = list(all_days) if changed else new_days
+    return plan
+
+
+def deduplicated_events(master_events: DataFrame) -> DataFrame:
+    """The views' input: each event once.
+
+    An ``event_id`` identifies an event within its event day (a producer that retries re-sends
+    the event unchanged), so duplicates are dropped per (event_date, event_id): the same rule for
+    an incremental run reading a few days and a full run reading them all, which is what makes
+    both produce identical documents.
+    """
+    return master_events.select(*VIEW_INPUT_COLUMNS).dropDuplicates(["event_date", "event_id"])
+
+
+class BatchJob:
+    """Holds the clients one run needs; ``run()`` performs one generation."""
+
+    def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
+        self.settings = settings
+        self.spark = spark or spark_session(settings, "lambda-batch")
+        self.mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url, serverSelectionTimeoutMS=5000)
+        self.db = self.mongo[settings.mongo_db]
+        self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
+        self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
+        self.master = MasterDataset(settings, self.db)
+        self.store = BatchViewStore(self.db, settings.mongo_url)
+
+    def close(self) -> None:
+        self.mongo.close()
+        self.redis.close()
+
+    def run(self, full: bool = False) -> RunSummary:
+        token = self.registry.acquire_lock()
+        try:
+            self._clean_up_after_crashes()
+            gen = self.registry.open("full" if full else "incremental")
+            try:
+                return self._build(gen, full)
+            except BaseException as exc:
+                log.error("generation %d failed: %r; the served generation is unchanged", gen.gen, exc)
+                self.registry.fail(gen, repr(exc))
+                for view in all_views():
+                    self.store.drop(view.name, gen.gen)
+                raise
+        finally:
+            self.registry.release_lock(token)
+
+    def _clean_up_after_crashes(self) -> None:
+        for stale in self.registry.abandon_stale():
+            log.warning("generation %d was abandoned by a crashed run; dropping its partial views", stale.gen)
+            for view in all_views():
+                self.store.drop(view.name, stale.gen)
+        orphans = self.master.remove_orphans(self.spark)
+        if orphans:
+            log.warning("removed %d uncommitted segment(s) left by a crashed absorb: %s", len(orphans), orphans)
+
+    def _build(self, gen: Generation, full: bool) -> RunSummary:
+        s = self.settings
+        summary = RunSummary(gen=gen.gen, kind=gen.kind)
+        faults.checkpoint(s, "opened")
+
+        # 1. absorb the log up to the cut
+        t0 = time.monotonic()
+        dlq = EventProducer(s)
+        with SparkProgress(self.spark, "absorb"):
+            segment = self.master.absorb(
+                self.spark,
+                gen.gen,
+                gen.cut,
+                log_start_offsets(s),
+                lambda payload, reason: dlq.dead_letter(payload, reason, "batch-absorb"),
+            )
+        dlq.flush()
+        faults.checkpoint(s, "absorbed")
+        if segment is not None:
+            self.master.commit(segment)
+            summary.events_absorbed, summary.invalid_records = segment.events, segment.invalid
+        summary.seconds["absorb"] = time.monotonic() - t0
+        log.info(
+            "absorbed %d events (%d invalid) in %.1f s (%.0f events/s)",
+            summary.events_absorbed,
+            summary.invalid_records,
+            summary.seconds["absorb"],
+            summary.events_absorbed / max(summary.seconds["absorb"], 1e-9),
+        )
+
+        # 2. compute and write every view for the days it needs
+        t0 = time.monotonic()
+        served = self.registry.served()
+        views = all_views()
+        plan = plan_days(views, full, served, self.master.segments(), self.master.days())
+        days_needed = sorted({d for days in plan.values() for d in days})
+        day_map: dict[str, dict[str, int]] = {}
+        if days_needed:
+            all_days = days_needed == self.master.days()
+            events = self.master.read(self.spark, None if all_days else days_needed)
+            assert events is not None
+            deduped = deduplicated_events(events).persist()
+            try:
+                for i, view in enumerate(views):
+                    days = plan[view.name]
+                    if i > 0:
+                        faults.checkpoint(s, "writing")
+                    if days:
+                        summary.documents_written[view.name] = self._write_view(view, gen.gen, deduped, days)
+                    summary.view_days_recomputed[view.name] = len(days)
+            finally:
+                deduped.unpersist()
+        for view in views:
+            kept = dict(served.day_map.get(view.name, {})) if served is not None and not full else {}
+            kept.update({d: gen.gen for d in plan[view.name]})
+            day_map[view.name] = kept
+        summary.seconds["views"] = time.monotonic() - t0
+        faults.checkpoint(s, "written")
+
+        # 3. publish, then retire what is no longer needed
+        t0 = time.monotonic()
+        gen.day_map = day_map
+        gen.fingerprints = {v.name: v.fingerprint for v in views}
+        gen.stats = {
+            "events_absorbed": summary.events_absorbed,
+            "invalid_records": summary.invalid_records,
+            "documents_written": summary.documents_written,
+            "view_days_recomputed": summary.view_days_recomputed,
+        }
+        self.registry.publish(gen)
+        summary.retired = [g.gen for g in self.registry.retire(keep=2)]
+        summary.dropped_collections = self._garbage_collect()
+        summary.seconds["publish"] = time.monotonic() - t0
+        return summary
+
+    def _write_view(self, view: View, gen: int, deduped: DataFrame, days: list[str]) -> int:
+        from pyspark.sql import functions as F
+
+        t0 = time.monotonic()
+        events = deduped if days == self.master.days() else deduped.where(F.col("event_date").isin(days))
+        rows = view(events, self.settings.hll_lg_k)
+        with SparkProgress(self.spark, f"view {view.name}"):
+            written = self.store.write(view.name, gen, rows)
+        log.info(
+            "view %s: %d day(s) recomputed, %d documents written to %s in %.1f s",
+            view.name,
+            len(days),
+            written,
+            collection_name(view.name, gen),
+            time.monotonic() - t0,
+        )
+        return written
+
+    def _garbage_collect(self) -> list[str]:
+        generations = self.registry.all()
+        retained = [g for g in generations if g.state in ("served", "superseded")]
+        expired = {g.gen for g in self.registry.expired(self.settings.retire_grace_s)}
+        referenced = {
+            (view, holder)
+            for g in retained
+            for view, days in g.day_map.items()
+            for holder in days.values()
+        }
+        # Retired generations inside their grace period keep their collections (queries in flight,
+        # diffs); so do generations still being built.
+        protected = {g.gen for g in generations if g.state in ("opening", "building")}
+        protected |= {g.gen for g in generations if g.state == "retired" and g.gen not in expired}
+        dropped = self.store.garbage_collect(referenced, protected)
+        for g in generations:
+            if g.gen in expired:
+                self.registry.mark_dropped(g)
+        return dropped

@@ -1,0 +1,208 @@
+"""The master dataset: every event of the log, immutable, in Parquet, absorbed by offset range.
+
+Layout: ``<master>/segments/<segment id>/event_date=YYYY-MM-DD/part-*.parquet``. One absorb writes
+one segment covering an exact offset range per partition, then commits it in the manifest (the
+``master_segments`` collection in MongoDB). Readers only ever read committed segments, so a crash
+mid-absorb leaves nothing visible: the half-written directory is ignored and deleted by the next
+run, which absorbs the same range again. Nothing rewrites or deletes a committed segment.
+
+Records that do not parse go to ``event_date=invalid`` of their segment with their original bytes,
+and to the dead-letter topic: they are part of the log, so they are kept, but no view reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pymongo.database import Database
+
+from config.settings import Settings
+from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+INVALID_PARTITION = "invalid"
+EVENT_COLUMNS = ("event_id", "ts", "visitor_id", "url", "referrer", "user_agent", "country")
+
+
+class AbsorbError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Segment:
+    segment_id: str
+    gen: int
+    path: str
+    ranges: dict[int, tuple[int, int]]
+    """partition -> [from, to) offsets absorbed."""
+    events: int
+    invalid: int
+    days: list[str]
+    committed_at: datetime
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "_id": self.segment_id,
+            "gen": self.gen,
+            "path": self.path,
+            "ranges": {str(p): [a, b] for p, (a, b) in self.ranges.items()},
+            "events": self.events,
+            "invalid": self.invalid,
+            "days": self.days,
+            "committed_at": self.committed_at,
+        }
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> Segment:
+        return cls(
+            segment_id=doc["_id"],
+            gen=doc["gen"],
+            path=doc["path"],
+            ranges={int(p): (int(a), int(b)) for p, (a, b) in doc["ranges"].items()},
+            events=doc["events"],
+            invalid=doc["invalid"],
+            days=list(doc["days"]),
+            committed_at=doc["committed_at"],
+        )
+
+
+class MasterDataset:
+    """The manifest (MongoDB) and the files (any Hadoop-compatible file system)."""
+
+    def __init__(self, settings: Settings, db: Database[dict[str, Any]]) -> None:
+        self.settings = settings
+        self.root = settings.master_uri.rstrip("/")
+        self.manifest = db["master_segments"]
+
+    def segments(self) -> list[Segment]:
+        return sorted(
+            (Segment.from_document(d) for d in self.manifest.find({})), key=lambda s: (s.gen, s.segment_id)
+        )
+
+    def absorbed_until(self) -> dict[int, int]:
+        """Per partition, the offset up to which the log has been absorbed."""
+        end: dict[int, int] = {}
+        for segment in self.segments():
+            for p, (_, to) in segment.ranges.items():
+                end[p] = max(end.get(p, 0), to)
+        return end
+
+    def days(self) -> list[str]:
+        return sorted({d for s in self.segments() for d in s.days})
+
+    # --- absorb ------------------------------------------------------------------------------------
+    def absorb(
+        self, spark: SparkSession, gen: int, cut: dict[int, int], log_start: dict[int, int], dead_letter: Any
+    ) -> Segment | None:
+        """Absorb [absorbed_until, cut) of every partition as one segment; None if nothing is new.
+
+        ``dead_letter(payload, reason)`` receives each record that does not parse.
+        """
+        from pyspark.sql import functions as F
+
+        done = self.absorbed_until()
+        ranges: dict[int, tuple[int, int]] = {}
+        for p, to in sorted(cut.items()):
+            start = done.get(p, log_start.get(p, 0))
+            if done.get(p) is None and log_start.get(p, 0) > 0:
+                log.warning("partition %d starts at offset %d: older events were deleted before any absorb",
+                            p, log_start[p])
+            if log_start.get(p, 0) > start:
+                raise AbsorbError(
+                    f"partition {p}: offsets {start}..{log_start[p]} were deleted by retention before they "
+                    "were absorbed; raise the topic's retention or run the batch layer more often"
+                )
+            if to > start:
+                ranges[p] = (start, to)
+        if not ranges:
+            return None
+
+        segment_id = f"g{gen:06d}-{uuid.uuid4().hex[:8]}"
+        path = f"{self.root}/segments/{segment_id}"
+        topic = self.settings.events_topic
+        records = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap)
+            .option("assign", json.dumps({topic: sorted(ranges)}))
+            .option("startingOffsets", json.dumps({topic: {str(p): a for p, (a, _) in ranges.items()}}))
+            .option("endingOffsets", json.dumps({topic: {str(p): b for p, (_, b) in ranges.items()}}))
+            .option("failOnDataLoss", "true")
+            .load()
+        )
+        parsed = parse_kafka_records(records)
+        valid = F.col(INVALID_COLUMN).isNull()
+        rows = parsed.select(
+            *EVENT_COLUMNS,
+            "schema_version",
+            "kafka_partition",
+            "kafka_offset",
+            "log_time",
+            F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("raw"),
+            INVALID_COLUMN,
+            F.when(valid, F.date_format("ts", "yyyy-MM-dd")).otherwise(F.lit(INVALID_PARTITION)).alias("event_date"),
+        )
+        rows.write.partitionBy("event_date").mode("errorifexists").parquet(path)
+
+        written = spark.read.parquet(path)
+        per_day = {r["event_date"]: r["count"] for r in written.groupBy("event_date").count().collect()}
+        invalid = per_day.pop(INVALID_PARTITION, 0)
+        if invalid:
+            for r in written.where(F.col("event_date") == INVALID_PARTITION).select("raw", INVALID_COLUMN).collect():
+                dead_letter(bytes(r["raw"]), f"{r[INVALID_COLUMN]} (batch absorb)")
+        expected = sum(b - a for a, b in ranges.values())
+        if sum(per_day.values()) + invalid != expected:
+            raise AbsorbError(f"segment {segment_id}: read {sum(per_day.values()) + invalid} records, "
+                              f"the offset ranges hold {expected}")
+        return Segment(
+            segment_id=segment_id,
+            gen=gen,
+            path=path,
+            ranges=ranges,
+            events=sum(per_day.values()),
+            invalid=invalid,
+            days=sorted(per_day),
+            committed_at=datetime.now(UTC),
+        )
+
+    def commit(self, segment: Segment) -> None:
+        """Make a written segment part of the master dataset (one document insert: atomic)."""
+        self.manifest.insert_one(segment.to_document())
+
+    # --- reading ------------------------------------------------------------------------------------
+    def read(self, spark: SparkSession, days: list[str] | None = None) -> DataFrame | None:
+        """Valid events of the committed segments, optionally only the given UTC days."""
+        from pyspark.sql import functions as F
+
+        segments = [s for s in self.segments() if days is None or set(s.days) & set(days)]
+        if not segments:
+            return None
+        df = spark.read.parquet(*[s.path for s in segments])
+        if days is None:
+            return df.where(F.col("event_date") != INVALID_PARTITION)
+        return df.where(F.col("event_date").isin(days))
+
+    def remove_orphans(self, spark: SparkSession) -> list[str]:
+        """Delete segment directories no manifest entry names (left by a crashed absorb)."""
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        base = jvm.org.apache.hadoop.fs.Path(f"{self.root}/segments")
+        fs = base.getFileSystem(conf)
+        if not fs.exists(base):
+            return []
+        committed = {s.segment_id for s in self.segments()}
+        removed = []
+        for status in fs.listStatus(base):
+            name = status.getPath().getName()
+            if name not in committed:
+                fs.delete(status.getPath(), True)
+                removed.append(name)
+        return removed

@@ -1,0 +1,309 @@
+"""The generation registry: which batch run is served, what each covers, and the opening handshake.
+
+A generation ``g`` is one batch run. Its **cut** (one offset per Kafka partition) splits the log:
+batch views of ``g`` cover offsets below the cut, realtime views of ``g`` the offsets at or above.
+
+Where state lives:
+- MongoDB is durable and authoritative: one document per generation (state, cut, times, which
+  stored documents make up each view) and the ``served`` pointer, switched by a single-document
+  write, which is atomic on every MongoDB-protocol server.
+- Redis holds the hot copy the speed layer and the API read on every micro-batch and query: the
+  active generations with their cuts, and the served generation number.
+
+Opening a generation must not race with the speed layer. The speed layer commits each micro-batch
+with its end offsets under ``WATCH`` of the active-generation key; opening reads those committed
+offsets under ``WATCH`` of the commit record and takes a cut at or after them. Whichever of the two
+transactions commits second sees the other's write, aborts and retries with fresh values, so no
+micro-batch is ever counted for a generation whose cut lies above it, nor skipped by one whose cut
+lies below it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+
+from generations import keys
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[int, int]
+DayMap = dict[str, dict[str, int]]
+"""view name -> UTC day -> generation whose stored documents hold that day."""
+
+
+class GenerationError(RuntimeError):
+    pass
+
+
+@dataclass
+class Generation:
+    gen: int
+    kind: str
+    """"full" (every view recomputed from the whole master dataset) or "incremental"."""
+    state: str
+    """"building" -> "served" -> "retired"; or "failed"."""
+    cut: Offsets
+    started_at: datetime
+    finished_at: datetime | None = None
+    served_at: datetime | None = None
+    retired_at: datetime | None = None
+    day_map: DayMap = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "_id": self.gen,
+            "kind": self.kind,
+            "state": self.state,
+            "cut": {str(p): o for p, o in self.cut.items()},
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "served_at": self.served_at,
+            "retired_at": self.retired_at,
+            "day_map": self.day_map,
+            "fingerprints": self.fingerprints,
+            "stats": self.stats,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> Generation:
+        def utc(value: datetime | None) -> datetime | None:
+            return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+        started = utc(doc["started_at"])
+        assert started is not None
+        return cls(
+            gen=int(doc["_id"]),
+            kind=doc["kind"],
+            state=doc["state"],
+            cut={int(p): int(o) for p, o in doc["cut"].items()},
+            started_at=started,
+            finished_at=utc(doc.get("finished_at")),
+            served_at=utc(doc.get("served_at")),
+            retired_at=utc(doc.get("retired_at")),
+            day_map=doc.get("day_map") or {},
+            fingerprints=doc.get("fingerprints") or {},
+            stats=doc.get("stats") or {},
+            error=doc.get("error"),
+        )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _holder_alive(lock: dict[str, Any]) -> bool:
+    """Whether the run holding the lock still exists: checked by pid on this host, by age elsewhere."""
+    host, _, rest = str(lock.get("token", "")).partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host == socket.gethostname() and pid_text.isdigit():
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    since = lock.get("since")
+    if since is None:
+        return False
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    return (_now() - since).total_seconds() < GenerationRegistry.LOCK_TTL_S
+
+
+class GenerationRegistry:
+    """Durable registry in MongoDB with its hot copy in Redis."""
+
+    LOCK_ID = "batch-lock"
+    LOCK_TTL_S = 3600.0
+
+    def __init__(self, db: Database[dict[str, Any]], redis_client: redis.Redis, log_end_offsets: Callable[[], Offsets]):
+        self.generations = db["generations"]
+        self.pointers = db["registry"]
+        self.redis = redis_client
+        self._log_end_offsets = log_end_offsets
+
+    # --- reading -----------------------------------------------------------------------------------
+    def get(self, gen: int) -> Generation | None:
+        doc = self.generations.find_one({"_id": gen})
+        return Generation.from_document(doc) if doc else None
+
+    def served(self) -> Generation | None:
+        pointer = self.pointers.find_one({"_id": "served"})
+        return self.get(int(pointer["gen"])) if pointer else None
+
+    def all(self) -> list[Generation]:
+        return sorted((Generation.from_document(d) for d in self.generations.find({})), key=lambda g: g.gen)
+
+    def active_cuts(self) -> dict[int, Offsets]:
+        """The generations the speed layer counts for, from the hot copy."""
+        return keys.decode_active(self.redis.get(keys.ACTIVE))
+
+    # --- the single-writer lock ----------------------------------------------------------------
+    def acquire_lock(self) -> str:
+        """One batch run at a time; a lock older than LOCK_TTL_S is taken over (its owner died)."""
+        token = f"{socket.gethostname()}:{os.getpid()}:{time.time()}"
+        doc = {"_id": self.LOCK_ID, "token": token, "since": _now()}
+        try:
+            self.pointers.insert_one(doc)
+            return token
+        except DuplicateKeyError:
+            held = self.pointers.find_one({"_id": self.LOCK_ID}) or {}
+            if _holder_alive(held):
+                raise GenerationError(f"another batch run holds the lock ({held.get('token')})") from None
+            log.warning("taking over the batch lock of a run that is gone (%s)", held.get("token"))
+            self.pointers.delete_one({"_id": self.LOCK_ID, "token": held.get("token")})
+            self.pointers.insert_one(doc)
+            return token
+
+    def release_lock(self, token: str) -> None:
+        self.pointers.delete_one({"_id": self.LOCK_ID, "token": token})
+
+    # --- the life of a generation ------------------------------------------------------------------
+    def open(self, kind: str) -> Generation:
+        """Register a new building generation with a cut that cannot race the speed layer."""
+        self._reconcile_hot_copy()
+        last = max((g.gen for g in self.all()), default=0)
+        gen = Generation(gen=last + 1, kind=kind, state="opening", cut={}, started_at=_now())
+        self.generations.insert_one(gen.to_document())
+        try:
+            gen.cut = self._register_cut(gen.gen)
+        except Exception as exc:
+            self.fail(gen, f"opening failed: {exc}")
+            raise
+        gen.state = "building"
+        self.generations.update_one(
+            {"_id": gen.gen}, {"$set": {"state": gen.state, "cut": {str(p): o for p, o in gen.cut.items()}}}
+        )
+        log.info("opened generation %d (%s) with cut %s", gen.gen, kind, gen.cut)
+        return gen
+
+    def _register_cut(self, gen: int) -> Offsets:
+        while True:
+            with self.redis.pipeline() as pipe:
+                try:
+                    pipe.watch(keys.SPEED_COMMIT, keys.ACTIVE)
+                    committed = keys.decode_commit(pipe.get(keys.SPEED_COMMIT)).offsets
+                    log_end = self._log_end_offsets()
+                    partitions = set(log_end) | set(committed)
+                    cut = {p: max(log_end.get(p, 0), committed.get(p, 0)) for p in sorted(partitions)}
+                    active = keys.decode_active(pipe.get(keys.ACTIVE))
+                    active[gen] = cut
+                    pipe.multi()
+                    pipe.set(keys.ACTIVE, keys.encode_active(active))
+                    pipe.execute()
+                    return cut
+                except redis.WatchError:
+                    log.debug("speed layer committed while opening generation %d; retrying", gen)
+                    continue
+
+    def save(self, gen: Generation) -> None:
+        self.generations.replace_one({"_id": gen.gen}, gen.to_document())
+
+    def publish(self, gen: Generation) -> Generation | None:
+        """Make ``gen`` the served generation: one pointer write in MongoDB, then the hot copy.
+
+        Returns the previously served generation. Its realtime views leave the active set (the
+        speed layer stops counting them); its batch documents stay until it is retired.
+        """
+        previous = self.served()
+        now = _now()
+        gen.state, gen.finished_at, gen.served_at = "served", gen.finished_at or now, now
+        self.save(gen)
+        self.pointers.replace_one({"_id": "served"}, {"_id": "served", "gen": gen.gen, "at": now}, upsert=True)
+        if previous is not None:
+            self.generations.update_one({"_id": previous.gen}, {"$set": {"state": "superseded"}})
+        self._write_hot_copy(served=gen)
+        log.info("generation %d is served (previous: %s)", gen.gen, previous.gen if previous else "none")
+        return previous
+
+    def fail(self, gen: Generation, error: str) -> None:
+        gen.state, gen.error, gen.finished_at = "failed", error[:2000], _now()
+        self.save(gen)
+        self._drop_from_active(gen.gen)
+
+    def retire(self, keep: int = 2) -> list[Generation]:
+        """Mark generations older than the newest ``keep`` served ones as retired (data kept for a
+        grace period: see :meth:`expired`)."""
+        served_or_superseded = [g for g in self.all() if g.state in ("served", "superseded")]
+        retired = []
+        for g in served_or_superseded[:-keep] if keep else served_or_superseded:
+            g.state, g.retired_at = "retired", _now()
+            self.save(g)
+            retired.append(g)
+        return retired
+
+    def expired(self, grace_s: float) -> list[Generation]:
+        """Retired or failed generations whose data may now be deleted."""
+        now = _now()
+        out = []
+        for g in self.all():
+            since = g.retired_at if g.state == "retired" else g.finished_at if g.state == "failed" else None
+            if since is not None and (now - since).total_seconds() >= grace_s:
+                out.append(g)
+        return out
+
+    def mark_dropped(self, gen: Generation) -> None:
+        self.generations.update_one({"_id": gen.gen}, {"$set": {"state": f"{gen.state}-dropped"}})
+
+    def abandon_stale(self) -> list[Generation]:
+        """Generations left building by a run that died: failed now (called under the lock)."""
+        stale = [g for g in self.all() if g.state in ("opening", "building")]
+        for g in stale:
+            self.fail(g, "abandoned: the batch run that built it did not finish")
+        return stale
+
+    # --- the hot copy in Redis --------------------------------------------------------------------
+    def _write_hot_copy(self, served: Generation) -> None:
+        building = {g.gen: g.cut for g in self.all() if g.state == "building" and g.gen > served.gen}
+        while True:
+            with self.redis.pipeline() as pipe:
+                try:
+                    pipe.watch(keys.ACTIVE)
+                    pipe.multi()
+                    pipe.set(keys.ACTIVE, keys.encode_active({served.gen: served.cut, **building}))
+                    pipe.set(keys.SERVED, json.dumps({"gen": served.gen, "cut": served.cut}))
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+
+    def _drop_from_active(self, gen: int) -> None:
+        while True:
+            with self.redis.pipeline() as pipe:
+                try:
+                    pipe.watch(keys.ACTIVE)
+                    active = keys.decode_active(pipe.get(keys.ACTIVE))
+                    active.pop(gen, None)
+                    pipe.multi()
+                    pipe.set(keys.ACTIVE, keys.encode_active(active))
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+
+    def _reconcile_hot_copy(self) -> None:
+        """Redis may have lost its data (it is a copy): restore the served generation from MongoDB."""
+        served = self.served()
+        if served is None:
+            return
+        active = keys.decode_active(self.redis.get(keys.ACTIVE))
+        if served.gen not in active or self.redis.get(keys.SERVED) is None:
+            log.warning("restoring the generation hot copy in Redis from MongoDB (served: %d)", served.gen)
+            self._write_hot_copy(served)

@@ -1,0 +1,5 @@
+"""View definitions: one PySpark function per view, shared by the batch and the speed layer."""
+
+from views.registry import View, all_views, get_view, register, replaced
+
+__all__ = ["View", "all_views", "get_view", "register", "replaced"]
