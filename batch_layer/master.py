@@ -1,6 +1,6 @@
 """The master dataset: every event of the log, immutable, in Parquet, absorbed by offset range.
 
-Layout: ``<master>/segments/<segment id>/event_date=YYYY-MM-DD/part-*.parquet``. One absorb writes
+Layout: ``<master>/segments/segment=<id>/event_date=YYYY-MM-DD/part-*.parquet``. One absorb writes
 one segment covering an exact offset range per partition, then commits it in the manifest (the
 ``master_segments`` collection in MongoDB). Readers only ever read committed segments, so a crash
 mid-absorb leaves nothing visible: the half-written directory is ignored and deleted by the next
@@ -127,7 +127,7 @@ class MasterDataset:
             return None
 
         segment_id = f"g{gen:06d}-{uuid.uuid4().hex[:8]}"
-        path = f"{self.root}/segments/{segment_id}"
+        path = f"{self.root}/segments/segment={segment_id}"
         topic = self.settings.events_topic
         records = (
             spark.read.format("kafka")
@@ -179,13 +179,18 @@ class MasterDataset:
 
     # --- reading ------------------------------------------------------------------------------------
     def read(self, spark: SparkSession, days: list[str] | None = None) -> DataFrame | None:
-        """Valid events of the committed segments, optionally only the given UTC days."""
+        """Valid events of the committed segments, optionally only the given UTC days.
+
+        One scan of the segments root: ``segment`` and ``event_date`` are partition columns, so
+        both filters prune directories instead of reading files; uncommitted segments (a crashed
+        absorb) are never read.
+        """
         from pyspark.sql import functions as F
 
-        segments = [s for s in self.segments() if days is None or set(s.days) & set(days)]
-        if not segments:
+        committed = [s.segment_id for s in self.segments() if days is None or set(s.days) & set(days)]
+        if not committed:
             return None
-        df = spark.read.parquet(*[s.path for s in segments])
+        df = spark.read.parquet(f"{self.root}/segments").where(F.col("segment").isin(committed))
         if days is None:
             return df.where(F.col("event_date") != INVALID_PARTITION)
         return df.where(F.col("event_date").isin(days))
@@ -202,7 +207,7 @@ class MasterDataset:
         removed = []
         for status in fs.listStatus(base):
             name = status.getPath().getName()
-            if name not in committed:
+            if name.removeprefix("segment=") not in committed:
                 fs.delete(status.getPath(), True)
                 removed.append(name)
         return removed

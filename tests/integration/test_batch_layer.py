@@ -1,0 +1,165 @@
+"""The batch layer on real Kafka, FerretDB and Redis, checked against a pure-Python recount."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batch_layer.diff import diff_generations
+from batch_layer.job import BatchJob
+from config.settings import Settings
+from ingest.generator import GeneratorConfig, TrafficGenerator
+from tests.conftest import ROOT
+from tests.integration.conftest import assert_matches_oracle, platform_env, produce, served_documents
+from tests.oracle import recount
+from views import replaced
+from views.traffic import traffic_by
+
+
+def traffic(seed: int, total: int, span_hours: float = 50.0, **overrides: Any) -> TrafficGenerator:
+    options: dict[str, Any] = {
+        "urls": 300,
+        "visitors": 5_000,
+        "duplicate_fraction": 0.05,
+        "late_fraction": 0.03,
+        "out_of_order_fraction": 0.1,
+        "malformed_fraction": 0.005,
+        **overrides,
+    }
+    return TrafficGenerator(
+        GeneratorConfig(total=total, seed=seed, now=datetime.now(UTC), span_hours=span_hours, **options)
+    )
+
+
+def master_files(settings: Settings) -> dict[str, str]:
+    root = Path(settings.master_uri.removeprefix("file://"))
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def job(platform: Settings, spark: Any) -> Any:
+    j = BatchJob(platform, spark)
+    yield j
+    j.close()
+
+
+def test_batch_views_match_the_oracle_and_incremental_equals_full(platform: Settings, job: BatchJob) -> None:
+    events = produce(platform, traffic(seed=1, total=20_000))
+    first = job.run()
+    assert first.gen == 1 and first.events_absorbed == len(events)
+    assert_matches_oracle(served_documents(platform), recount(events))
+
+    # New traffic, partly late (hours back, so older days are touched too), then an incremental run.
+    new_events = produce(platform, traffic(seed=2, total=4_000, span_hours=2.0, late_fraction=0.2))
+    events += new_events
+    incremental = job.run()
+    assert incremental.kind == "incremental" and incremental.events_absorbed == len(new_events)
+    new_days = {e.ts.strftime("%Y-%m-%d") for e in new_events}
+    assert incremental.view_days_recomputed == {"site_traffic": len(new_days), "url_traffic": len(new_days)}
+    assert len(new_days) < first.view_days_recomputed["url_traffic"]
+    after_incremental = served_documents(platform)
+    assert_matches_oracle(after_incremental, recount(events))
+
+    full = job.run(full=True)
+    assert full.kind == "full" and full.events_absorbed == 0
+    after_full = served_documents(platform)
+    assert after_full.keys() == after_incremental.keys()
+    for view in after_full:
+        assert after_full[view].keys() == after_incremental[view].keys()
+        for ident, doc in after_full[view].items():
+            other = after_incremental[view][ident]
+            for field in ("pv", "uv", "h_pv", "h_uv"):
+                assert doc[field] == other[field], (view, ident, field)
+
+    # An absorb with nothing new is a no-op; the master dataset does not change.
+    before = master_files(platform)
+    again = job.run()
+    assert again.events_absorbed == 0 and sum(again.view_days_recomputed.values()) == 0
+    assert master_files(platform) == before
+
+
+def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_dataset(
+    platform: Settings, job: BatchJob
+) -> None:
+    events = produce(platform, traffic(seed=3, total=8_000, span_hours=30))
+    expected = recount(events)
+
+    def counted_twice(evs: Any, lg_k: int) -> Any:
+        from pyspark.sql import functions as F
+
+        return traffic_by(evs.unionByName(evs), F.col("url"), lg_k)
+
+    with replaced("url_traffic", counted_twice):
+        wrong = job.run()
+    docs = served_documents(platform)["url_traffic"]
+    assert all(d["pv"] == 2 * expected["url_traffic"][ident].pv for ident, d in docs.items())
+    files_before = master_files(platform)
+
+    fixed = job.run(full=True)
+    assert fixed.events_absorbed == 0
+    assert_matches_oracle(served_documents(platform), expected)
+    assert master_files(platform) == files_before
+
+    a, b = job.registry.get(wrong.gen), job.registry.get(fixed.gen)
+    assert a is not None and b is not None
+    by_view = {d.view: d for d in diff_generations(job.store, a, b)}
+    assert by_view["url_traffic"].changed == len(expected["url_traffic"])
+    assert by_view["url_traffic"].unchanged == 0 and by_view["site_traffic"].changed == 0
+    sample = by_view["url_traffic"].sample[0]
+    assert sample["a"]["pv"] == 2 * sample["b"]["pv"]
+
+    result = subprocess.run(
+        [sys.executable, "-m", "batch_layer", "diff", str(wrong.gen), str(fixed.gen)],
+        cwd=ROOT, env=platform_env(platform), capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"url_traffic: {len(expected['url_traffic']):,} changed" in result.stdout
+
+
+@pytest.mark.parametrize("pause_at", ["absorbed", "writing"])
+def test_a_killed_run_leaves_the_served_generation_and_a_rerun_matches_the_oracle(
+    platform: Settings, job: BatchJob, pause_at: str
+) -> None:
+    events = produce(platform, traffic(seed=4, total=6_000, span_hours=20))
+    job.run()
+    served_before = job.registry.served()
+    docs_before = served_documents(platform)
+    events += produce(platform, traffic(seed=5, total=3_000, span_hours=2))
+
+    env = {**platform_env(platform), "LAMBDA_BATCH_PAUSE_AT": pause_at}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batch_layer", "run"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(f"PAUSED AT {pause_at}"):
+                break
+        else:
+            pytest.fail(f"the batch run ended (code {proc.wait()}) before reaching {pause_at}")
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+
+    served_after_crash = job.registry.served()
+    assert served_after_crash is not None and served_before is not None
+    assert served_after_crash.gen == served_before.gen
+    assert served_documents(platform) == docs_before
+
+    rerun = job.run()
+    assert rerun.gen > served_before.gen + 1  # the killed run's generation number is never reused
+    assert_matches_oracle(served_documents(platform), recount(events))
+    states = {g.gen: g.state for g in job.registry.all()}
+    assert states[served_before.gen + 1].startswith("failed")
