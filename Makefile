@@ -19,7 +19,8 @@ EVENTS ?= 100000
 SEED   ?=
 FILE   ?=
 
-.PHONY: help setup up down ps topics generate replay test test-unit lint typecheck bench clean-var
+.PHONY: help setup up down ps topics generate replay batch recompute batch-loop generations diff-generations \
+	test test-unit lint bench clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +47,22 @@ replay: ## replay a JSONL or CSV file into the log (FILE=)
 	@test -n "$(FILE)" || { echo "usage: make replay FILE=events.jsonl" >&2; exit 2; }
 	@$(PY) -m ingest replay "$(FILE)"
 
+batch: ## one incremental batch run (a new generation of batch views)
+	@$(PY) -m batch_layer run
+
+recompute: ## rebuild every batch view from the full master dataset (after fixing a view)
+	@$(PY) -m batch_layer run --full
+
+batch-loop: ## scheduled incremental batch runs every INTERVAL seconds (default 300)
+	@$(PY) -m batch_layer loop --interval $(or $(INTERVAL),300)
+
+generations: ## list generations and the master dataset
+	@$(PY) -m batch_layer status
+
+diff-generations: ## which view values changed between generations A= and B=
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make diff-generations A=3 B=4" >&2; exit 2; }
+	@$(PY) -m batch_layer diff $(A) $(B)
+
 test: ## run the whole test suite (starts and stops its own stack on separate ports)
 	@$(PY) -m pytest -q
 
@@ -57,6 +74,7 @@ lint: ## ruff and mypy
 
 bench: ## run the benchmarks; results go to bench/results/*.json
 	@$(PY) -m bench.ingest
+	@$(PY) -m bench.batch
 
 clean-var: down ## stop the stack and delete var/ (all local data!)
 	@rm -rf var

@@ -121,12 +121,20 @@ def main(argv: list[str] | None = None) -> int:
         for col in ("gen", "kind", "state", "cut", "started", "events absorbed"):
             table.add_column(col)
         for g in job.registry.all():
-            table.add_row(str(g.gen), g.kind, g.state, json.dumps(g.cut), f"{g.started_at:%Y-%m-%d %H:%M:%S}",
-                          str(g.stats.get("events_absorbed", "")))
+            table.add_row(
+                str(g.gen),
+                g.kind,
+                g.state,
+                json.dumps(g.cut),
+                f"{g.started_at:%Y-%m-%d %H:%M:%S}",
+                str(g.stats.get("events_absorbed", "")),
+            )
         console.print(table)
         segments = job.master.segments()
-        console.print(f"master dataset: {len(segments)} segments, {sum(s.events for s in segments):,} events, "
-                      f"{len(job.master.days())} days, absorbed until {job.master.absorbed_until()}")
+        console.print(
+            f"master dataset: {len(segments)} segments, {sum(s.events for s in segments):,} events, "
+            f"{len(job.master.days())} days, absorbed until {job.master.absorbed_until()}"
+        )
         return 0
     finally:
         job.close()

@@ -22,7 +22,9 @@ class ViewDiff:
     sample: list[dict[str, Any]] = field(default_factory=list)
 
 
-def diff_generations(store: BatchViewStore, a: Generation, b: Generation, sample_size: int = 5) -> list[ViewDiff]:
+def diff_generations(
+    store: BatchViewStore, a: Generation, b: Generation, sample_size: int = 5
+) -> list[ViewDiff]:
     out = []
     for view in sorted(set(a.day_map) | set(b.day_map)):
         docs_a = {(d["key"], d["day"]): d for d in store.read_all(view, a.day_map.get(view, {}))}

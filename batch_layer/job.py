@@ -90,7 +90,9 @@ class BatchJob:
     def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
         self.settings = settings
         self.spark = spark or spark_session(settings, "lambda-batch")
-        self.mongo: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url, serverSelectionTimeoutMS=5000)
+        self.mongo: MongoClient[dict[str, Any]] = MongoClient(
+            settings.mongo_url, serverSelectionTimeoutMS=5000
+        )
         self.db = self.mongo[settings.mongo_db]
         self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
         self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
@@ -124,7 +126,9 @@ class BatchJob:
                 self.store.drop(view.name, stale.gen)
         orphans = self.master.remove_orphans(self.spark)
         if orphans:
-            log.warning("removed %d uncommitted segment(s) left by a crashed absorb: %s", len(orphans), orphans)
+            log.warning(
+                "removed %d uncommitted segment(s) left by a crashed absorb: %s", len(orphans), orphans
+            )
 
     def _build(self, gen: Generation, full: bool) -> RunSummary:
         s = self.settings
@@ -224,10 +228,7 @@ class BatchJob:
         retained = [g for g in generations if g.state in ("served", "superseded")]
         expired = {g.gen for g in self.registry.expired(self.settings.retire_grace_s)}
         referenced = {
-            (view, holder)
-            for g in retained
-            for view, days in g.day_map.items()
-            for holder in days.values()
+            (view, holder) for g in retained for view, days in g.day_map.items() for holder in days.values()
         }
         # Retired generations inside their grace period keep their collections (queries in flight,
         # diffs); so do generations still being built.

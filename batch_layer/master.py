@@ -114,8 +114,11 @@ class MasterDataset:
         for p, to in sorted(cut.items()):
             start = done.get(p, log_start.get(p, 0))
             if done.get(p) is None and log_start.get(p, 0) > 0:
-                log.warning("partition %d starts at offset %d: older events were deleted before any absorb",
-                            p, log_start[p])
+                log.warning(
+                    "partition %d starts at offset %d: older events were deleted before any absorb",
+                    p,
+                    log_start[p],
+                )
             if log_start.get(p, 0) > start:
                 raise AbsorbError(
                     f"partition {p}: offsets {start}..{log_start[p]} were deleted by retention before they "
@@ -148,7 +151,9 @@ class MasterDataset:
             "log_time",
             F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("raw"),
             INVALID_COLUMN,
-            F.when(valid, F.date_format("ts", "yyyy-MM-dd")).otherwise(F.lit(INVALID_PARTITION)).alias("event_date"),
+            F.when(valid, F.date_format("ts", "yyyy-MM-dd"))
+            .otherwise(F.lit(INVALID_PARTITION))
+            .alias("event_date"),
         )
         rows.write.partitionBy("event_date").mode("errorifexists").parquet(path)
 
@@ -156,12 +161,18 @@ class MasterDataset:
         per_day = {r["event_date"]: r["count"] for r in written.groupBy("event_date").count().collect()}
         invalid = per_day.pop(INVALID_PARTITION, 0)
         if invalid:
-            for r in written.where(F.col("event_date") == INVALID_PARTITION).select("raw", INVALID_COLUMN).collect():
+            for r in (
+                written.where(F.col("event_date") == INVALID_PARTITION)
+                .select("raw", INVALID_COLUMN)
+                .collect()
+            ):
                 dead_letter(bytes(r["raw"]), f"{r[INVALID_COLUMN]} (batch absorb)")
         expected = sum(b - a for a, b in ranges.values())
         if sum(per_day.values()) + invalid != expected:
-            raise AbsorbError(f"segment {segment_id}: read {sum(per_day.values()) + invalid} records, "
-                              f"the offset ranges hold {expected}")
+            raise AbsorbError(
+                f"segment {segment_id}: read {sum(per_day.values()) + invalid} records, "
+                f"the offset ranges hold {expected}"
+            )
         return Segment(
             segment_id=segment_id,
             gen=gen,
@@ -197,8 +208,8 @@ class MasterDataset:
 
     def remove_orphans(self, spark: SparkSession) -> list[str]:
         """Delete segment directories no manifest entry names (left by a crashed absorb)."""
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        jvm: Any = spark.sparkContext._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
         base = jvm.org.apache.hadoop.fs.Path(f"{self.root}/segments")
         fs = base.getFileSystem(conf)
         if not fs.exists(base):

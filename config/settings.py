@@ -64,20 +64,26 @@ class Settings(BaseSettings):
     )
 
     # --- Spark ----------------------------------------------------------------------------------
-    spark_master: str = Field("local[2]", description="Any Spark master URL: local[*], spark://, yarn, k8s://.")
+    spark_master: str = Field(
+        "local[2]", description="Any Spark master URL: local[*], spark://, yarn, k8s://."
+    )
     spark_driver_memory: str = Field("6g", description="Set before the JVM starts; local mode runs in it.")
     spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")
     spark_conf: dict[str, str] = Field(
-        default_factory=dict, description='Extra Spark settings, JSON: LAMBDA_SPARK_CONF=\'{"spark.x": "y"}\'.'
+        default_factory=dict,
+        description='Extra Spark settings, JSON: LAMBDA_SPARK_CONF=\'{"spark.x": "y"}\'.',
     )
 
     # --- the batch layer ------------------------------------------------------------------------
     master_path: str | None = Field(
-        None, description="Master dataset root: a local path or any Hadoop-compatible URI (default var/master)."
+        None,
+        description="Master dataset root: a local path or any Hadoop-compatible URI (default var/master).",
     )
     hll_lg_k: int = Field(12, ge=4, le=21, description="lgConfigK of the HLL sketches (12: ~1.6% std error).")
     retire_grace_s: float = Field(
-        300.0, ge=0, description="How long a retired generation's data stays for queries in flight and diffing."
+        300.0,
+        ge=0,
+        description="How long a retired generation's data stays for queries in flight and diffing.",
     )
 
     batch_pause_at: str | None = Field(

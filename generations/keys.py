@@ -30,7 +30,9 @@ def decode_active(raw: bytes | str | None) -> dict[int, dict[int, int]]:
 
 
 def encode_commit(commit: SpeedCommit) -> str:
-    return json.dumps({"batch_id": commit.batch_id, "offsets": {str(p): o for p, o in commit.offsets.items()}})
+    return json.dumps(
+        {"batch_id": commit.batch_id, "offsets": {str(p): o for p, o in commit.offsets.items()}}
+    )
 
 
 def decode_commit(raw: bytes | str | None) -> SpeedCommit:

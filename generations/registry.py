@@ -119,12 +119,13 @@ def _holder_alive(lock: dict[str, Any]) -> bool:
         except PermissionError:
             return True
         return True
-    since = lock.get("since")
+    since: datetime | None = lock.get("since")
     if since is None:
         return False
     if since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
-    return (_now() - since).total_seconds() < GenerationRegistry.LOCK_TTL_S
+    age: float = (_now() - since).total_seconds()
+    return age < GenerationRegistry.LOCK_TTL_S
 
 
 class GenerationRegistry:
@@ -133,7 +134,9 @@ class GenerationRegistry:
     LOCK_ID = "batch-lock"
     LOCK_TTL_S = 3600.0
 
-    def __init__(self, db: Database[dict[str, Any]], redis_client: redis.Redis, log_end_offsets: Callable[[], Offsets]):
+    def __init__(
+        self, db: Database[dict[str, Any]], redis_client: redis.Redis, log_end_offsets: Callable[[], Offsets]
+    ) -> None:
         self.generations = db["generations"]
         self.pointers = db["registry"]
         self.redis = redis_client
@@ -198,7 +201,9 @@ class GenerationRegistry:
         while True:
             with self.redis.pipeline() as pipe:
                 try:
-                    pipe.watch(keys.SPEED_COMMIT, keys.ACTIVE)
+                    pipe.watch(  # type: ignore[no-untyped-call]
+                        keys.SPEED_COMMIT, keys.ACTIVE
+                    )
                     committed = keys.decode_commit(pipe.get(keys.SPEED_COMMIT)).offsets
                     log_end = self._log_end_offsets()
                     partitions = set(log_end) | set(committed)
@@ -226,7 +231,9 @@ class GenerationRegistry:
         now = _now()
         gen.state, gen.finished_at, gen.served_at = "served", gen.finished_at or now, now
         self.save(gen)
-        self.pointers.replace_one({"_id": "served"}, {"_id": "served", "gen": gen.gen, "at": now}, upsert=True)
+        self.pointers.replace_one(
+            {"_id": "served"}, {"_id": "served", "gen": gen.gen, "at": now}, upsert=True
+        )
         if previous is not None:
             self.generations.update_one({"_id": previous.gen}, {"$set": {"state": "superseded"}})
         self._write_hot_copy(served=gen)
@@ -275,7 +282,9 @@ class GenerationRegistry:
         while True:
             with self.redis.pipeline() as pipe:
                 try:
-                    pipe.watch(keys.ACTIVE)
+                    pipe.watch(  # type: ignore[no-untyped-call]
+                        keys.ACTIVE
+                    )
                     pipe.multi()
                     pipe.set(keys.ACTIVE, keys.encode_active({served.gen: served.cut, **building}))
                     pipe.set(keys.SERVED, json.dumps({"gen": served.gen, "cut": served.cut}))
@@ -288,7 +297,9 @@ class GenerationRegistry:
         while True:
             with self.redis.pipeline() as pipe:
                 try:
-                    pipe.watch(keys.ACTIVE)
+                    pipe.watch(  # type: ignore[no-untyped-call]
+                        keys.ACTIVE
+                    )
                     active = keys.decode_active(pipe.get(keys.ACTIVE))
                     active.pop(gen, None)
                     pipe.multi()

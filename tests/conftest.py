@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,8 @@ TEST_ENV = {
     "LAMBDA_KAFKA_HEAP": "768m",
     "LAMBDA_MONGO_PORT": "37017",
     "LAMBDA_REDIS_PORT": "16379",
+    "LAMBDA_SPARK_DRIVER_MEMORY": "2g",
+    "LAMBDA_SPARK_SHUFFLE_PARTITIONS": "2",
 }
 os.environ.update(TEST_ENV)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -46,6 +49,16 @@ def stack() -> Iterator[Settings]:
         yield settings
     finally:
         control.down(settings)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the whole test session (starting one costs seconds)."""
+    from config.spark import spark_session
+
+    session = spark_session(get_settings(), "lambda-tests")
+    yield session
+    session.stop()
 
 
 @pytest.fixture

@@ -22,18 +22,6 @@ from ingest.testing import InMemorySink
 from ingest.topics import delete_topics, ensure_topics
 from tests.oracle import Recount
 
-os.environ.setdefault("LAMBDA_SPARK_DRIVER_MEMORY", "2g")
-os.environ.setdefault("LAMBDA_SPARK_SHUFFLE_PARTITIONS", "2")
-
-
-@pytest.fixture(scope="session")
-def spark(stack: Settings) -> Any:
-    from config.spark import spark_session
-
-    session = spark_session(stack, "lambda-tests")
-    yield session
-    session.stop()
-
 
 @pytest.fixture
 def platform(stack: Settings, unique: str, tmp_path: Path) -> Iterator[Settings]:
@@ -102,7 +90,9 @@ def served_documents(settings: Settings) -> dict[str, dict[tuple[str, str], dict
         client.close()
 
 
-def assert_matches_oracle(documents: dict[str, dict[tuple[str, str], dict[str, Any]]], expected: Recount) -> None:
+def assert_matches_oracle(
+    documents: dict[str, dict[tuple[str, str], dict[str, Any]]], expected: Recount
+) -> None:
     """Every stored value equals the recount: counts exactly, sketches within 3 standard errors."""
     for view, buckets in expected.items():
         docs = documents[view]
@@ -123,5 +113,7 @@ def assert_matches_oracle(documents: dict[str, dict[tuple[str, str], dict[str, A
 def assert_sketch_covers(raw: bytes, exact: int) -> None:
     sketch = hll_sketch.deserialize(bytes(raw))
     assert sketch.get_lower_bound(3) <= exact <= sketch.get_upper_bound(3), (
-        sketch.get_lower_bound(3), exact, sketch.get_upper_bound(3)
+        sketch.get_lower_bound(3),
+        exact,
+        sketch.get_upper_bound(3),
     )

@@ -121,7 +121,11 @@ def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_datase
 
     result = subprocess.run(
         [sys.executable, "-m", "batch_layer", "diff", str(wrong.gen), str(fixed.gen)],
-        cwd=ROOT, env=platform_env(platform), capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=platform_env(platform),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert f"url_traffic: {len(expected['url_traffic']):,} changed" in result.stdout
@@ -139,8 +143,12 @@ def test_a_killed_run_leaves_the_served_generation_and_a_rerun_matches_the_oracl
 
     env = {**platform_env(platform), "LAMBDA_BATCH_PAUSE_AT": pause_at}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "batch_layer", "run"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True,
+        [sys.executable, "-m", "batch_layer", "run"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert proc.stdout is not None

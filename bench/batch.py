@@ -1,0 +1,162 @@
+"""Batch layer: full recompute of 10M events from the master dataset, and an incremental run.
+
+1. Load (once; reused by later runs): 10M generated events over 30 days into a bench topic, one
+   batch run absorbs them into the master dataset.
+2. Full recompute (`make recompute`): every view from the whole master dataset. Reports events/s
+   and the Spark JVM's peak RSS during the recompute.
+3. Incremental: 100K new events, one scheduled run; wall time, compared with the full recompute.
+Targets: full recompute >= 400,000 events/s with exact uniques; incremental <= 10% of the full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench.common import running_stack, write_result
+from config.settings import Settings, get_settings
+from contract.codec import bounds_from
+from ingest.generator import GeneratorConfig, TrafficGenerator
+from ingest.pipeline import ingest, progress_bar
+from ingest.producer import EventProducer
+from ingest.topics import ensure_topics
+
+TARGET_EVENTS_PER_S = 400_000
+TARGET_INCREMENTAL_SHARE = 0.10
+
+
+def _settings(base: Settings) -> Settings:
+    return base.model_copy(
+        update={
+            "events_topic": "bench.batch.events",
+            "dlq_topic": "bench.batch.dlq",
+            "mongo_db": "bench_batch",
+            "master_path": (base.var_dir / "bench" / "master").resolve().as_uri(),
+            "redis_db": 2,
+            "retire_grace_s": 0.0,
+        }
+    )
+
+
+def _produce(settings: Settings, console: Console, total: int, span_hours: float, seed: int) -> int:
+    generator = TrafficGenerator(
+        GeneratorConfig(total=total, seed=seed, span_hours=span_hours, malformed_fraction=0.0)
+    )
+    with progress_bar(console) as progress:
+        stats = ingest(
+            generator,
+            EventProducer(settings),
+            source="bench",
+            bounds=bounds_from(settings),
+            total=total,
+            progress=progress,
+            description=f"produce {total:,}",
+        )
+    return stats.sent
+
+
+class PeakRss:
+    """Peak resident memory of the Spark JVM (the whole local-mode cluster) over a block."""
+
+    def __init__(self, spark: Any) -> None:
+        self.pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        self.peak_mib = 0.0
+
+    def __enter__(self) -> PeakRss:
+        Path(f"/proc/{self.pid}/clear_refs").write_text("5")  # resets VmHWM
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                self.peak_mib = int(line.split()[1]) / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--incremental-events", type=int, default=100_000)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    console = Console()
+    settings = _settings(get_settings())
+
+    from batch_layer.job import BatchJob
+
+    with running_stack(settings):
+        ensure_topics(settings)
+        job = BatchJob(settings)
+        try:
+            segments = job.master.segments()
+            loaded = sum(s.events for s in segments)
+            if loaded < args.events * 0.95:
+                console.print(f"loading {args.events:,} events (30 days) into the master dataset...")
+                _produce(settings, console, args.events - loaded, span_hours=30 * 24 - 12, seed=20261121)
+                load = job.run(full=True)
+                console.print(
+                    f"load: absorbed {load.events_absorbed:,} events in {load.seconds['absorb']:.1f} s"
+                )
+                loaded = sum(s.events for s in job.master.segments())
+
+            with PeakRss(job.spark) as rss:
+                t0 = time.monotonic()
+                full = job.run(full=True)
+                full_s = time.monotonic() - t0
+            rate = loaded / full_s
+            console.print(
+                f"full recompute: {loaded:,} events in {full_s:.1f} s = {rate:,.0f} events/s, "
+                f"peak RSS {rss.peak_mib:,.0f} MiB"
+            )
+
+            new = _produce(settings, console, args.incremental_events, span_hours=0, seed=int(time.time()))
+            t0 = time.monotonic()
+            incremental = job.run()
+            incremental_s = time.monotonic() - t0
+            share = incremental_s / full_s
+            console.print(
+                f"incremental: {new:,} new events in {incremental_s:.1f} s ({share:.1%} of the full)"
+            )
+        finally:
+            job.close()
+
+    result = {
+        "targets": {
+            "full_events_per_s": TARGET_EVENTS_PER_S,
+            "incremental_share_of_full": TARGET_INCREMENTAL_SHARE,
+        },
+        "full_recompute": {
+            "events": loaded,
+            "seconds": round(full_s, 2),
+            "events_per_s": round(rate),
+            "peak_rss_mib": round(rss.peak_mib),
+            "steps_seconds": {k: round(v, 2) for k, v in full.seconds.items()},
+            "documents_written": full.documents_written,
+            "met_target": rate >= TARGET_EVENTS_PER_S,
+        },
+        "incremental": {
+            "new_events": new,
+            "seconds": round(incremental_s, 2),
+            "share_of_full": round(share, 4),
+            "steps_seconds": {k: round(v, 2) for k, v in incremental.seconds.items()},
+            "view_days_recomputed": incremental.view_days_recomputed,
+            "documents_written": incremental.documents_written,
+            "met_target": share <= TARGET_INCREMENTAL_SHARE,
+        },
+        "spark": {
+            "master": settings.spark_master,
+            "driver_memory": settings.spark_driver_memory,
+            "shuffle_partitions": settings.spark_shuffle_partitions,
+        },
+    }
+    path = write_result("batch", result)
+    console.print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
