@@ -73,17 +73,6 @@ def plan_days(
     return plan
 
 
-def deduplicated_events(master_events: DataFrame) -> DataFrame:
-    """The views' input: each event once.
-
-    An ``event_id`` identifies an event within its event day (a producer that retries re-sends
-    the event unchanged), so duplicates are dropped per (event_date, event_id): the same rule for
-    an incremental run reading a few days and a full run reading them all, which is what makes
-    both produce identical documents.
-    """
-    return master_events.select(*VIEW_INPUT_COLUMNS).dropDuplicates(["event_date", "event_id"])
-
-
 class BatchJob:
     """Holds the clients one run needs; ``run()`` performs one generation."""
 
@@ -171,17 +160,16 @@ class BatchJob:
             all_days = days_needed == self.master.days()
             events = self.master.read(self.spark, None if all_days else days_needed)
             assert events is not None
-            deduped = deduplicated_events(events).persist()
-            try:
-                for i, view in enumerate(views):
-                    days = plan[view.name]
-                    if i > 0:
-                        faults.checkpoint(s, "writing")
-                    if days:
-                        summary.documents_written[view.name] = self._write_view(view, gen.gen, deduped, days)
-                    summary.view_days_recomputed[view.name] = len(days)
-            finally:
-                deduped.unpersist()
+            # Each view drops duplicates itself, inside its own partitioning (views.traffic): one
+            # shuffle per view instead of a global one by event_id plus one per view.
+            events = events.select(*VIEW_INPUT_COLUMNS)
+            for i, view in enumerate(views):
+                days = plan[view.name]
+                if i > 0:
+                    faults.checkpoint(s, "writing")
+                if days:
+                    summary.documents_written[view.name] = self._write_view(view, gen.gen, events, days)
+                summary.view_days_recomputed[view.name] = len(days)
         for view in views:
             kept = dict(served.day_map.get(view.name, {})) if served is not None and not full else {}
             kept.update({d: gen.gen for d in plan[view.name]})
@@ -205,11 +193,12 @@ class BatchJob:
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
 
-    def _write_view(self, view: View, gen: int, deduped: DataFrame, days: list[str]) -> int:
+    def _write_view(self, view: View, gen: int, events: DataFrame, days: list[str]) -> int:
         from pyspark.sql import functions as F
 
         t0 = time.monotonic()
-        events = deduped if days == self.master.days() else deduped.where(F.col("event_date").isin(days))
+        if days != self.master.days():
+            events = events.where(F.col("event_date").isin(days))
         rows = view(events, self.settings.hll_lg_k)
         with SparkProgress(self.spark, f"view {view.name}"):
             written = self.store.write(view.name, gen, rows)

@@ -25,22 +25,33 @@ def site_column(url: Column) -> Column:
     return F.regexp_extract(url, SITE_PATTERN, 1)
 
 
-def traffic_by(events: DataFrame, key: Column, lg_k: int) -> DataFrame:
+def traffic_by(events: DataFrame, key: Column, lg_k: int, few_keys: bool = False) -> DataFrame:
     """View rows (views.rows) of page views and visitors per (key, UTC day, UTC hour).
 
-    Events are repartitioned once by (key, day); every later aggregation groups by a superset of
-    those columns, so Spark adds no further shuffle. The same plan runs on a streaming micro-batch.
+    Events are repartitioned once by (key, day); every later step (dropping duplicates, the
+    aggregations, the join of hourly and daily values) works on a superset of those columns, so
+    Spark adds no further shuffle. The same plan runs on a streaming micro-batch.
+
+    Duplicates are the same event sent again (same ``event_id``, same content, hence the same key
+    and day), so each event counts once per (key, day, event_id).
+
+    With ``few_keys`` (a site has a handful of keys per day) the repartition would funnel all
+    events into a few tasks; there the duplicates are dropped by a shuffle on the event id and the
+    aggregations run with Spark's partial aggregation instead.
     """
     from pyspark.sql import functions as F
 
+    keyed = events.select(
+        key.alias("key"),
+        F.date_format("ts", "yyyy-MM-dd").alias("day"),
+        F.hour("ts").alias("hour"),
+        "visitor_id",
+        "event_id",
+    )
+    if not few_keys:
+        keyed = keyed.repartition("key", "day")
     per_visitor_hour = (
-        events.select(
-            key.alias("key"),
-            F.date_format("ts", "yyyy-MM-dd").alias("day"),
-            F.hour("ts").alias("hour"),
-            "visitor_id",
-        )
-        .repartition("key", "day")
+        keyed.dropDuplicates(["key", "day", "event_id"])
         .groupBy("key", "day", "hour", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))
     )
@@ -80,4 +91,4 @@ def site_traffic(events: DataFrame, lg_k: int) -> DataFrame:
     """Page views and unique visitors per site (host), hourly and daily."""
     from pyspark.sql import functions as F
 
-    return traffic_by(events, site_column(F.col("url")), lg_k)
+    return traffic_by(events, site_column(F.col("url")), lg_k, few_keys=True)

@@ -96,9 +96,13 @@ def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_datase
     expected = recount(events)
 
     def counted_twice(evs: Any, lg_k: int) -> Any:
+        """The bug: every page view counted twice, daily and hourly."""
         from pyspark.sql import functions as F
 
-        return traffic_by(evs.unionByName(evs), F.col("url"), lg_k)
+        rows = traffic_by(evs, F.col("url"), lg_k)
+        return rows.withColumn("pv", F.col("pv") * 2).withColumn(
+            "hours", F.transform("hours", lambda h: h.withField("pv", h["pv"] * 2))
+        )
 
     with replaced("url_traffic", counted_twice):
         wrong = job.run()
