@@ -48,18 +48,10 @@ RUN useradd --system --create-home --home-dir /home/lambda --shell /usr/sbin/nol
 # settings.cache_dir / "spark-jars" is where the Spark session finds the connector jars.
 COPY --from=spark-jars /jars /opt/lambda/spark-jars
 
-# The source: the packages listed in pyproject.toml's [tool.setuptools.packages.find]. Files stay
-# root-owned (read-only for the service); /app itself is writable so Spark may create its default
-# spark-warehouse/ in the working directory.
-COPY config/ /app/config/
-COPY contract/ /app/contract/
-COPY stack/ /app/stack/
-COPY ingest/ /app/ingest/
-COPY views/ /app/views/
-COPY batch_layer/ /app/batch_layer/
-COPY speed_layer/ /app/speed_layer/
-COPY serving_layer/ /app/serving_layer/
-COPY api/ /app/api/
+# The source: the whole checkout minus what .dockerignore leaves out (.git, .cache, var, results).
+# Files stay root-owned (read-only for the service); /app itself is writable so Spark may create
+# its default spark-warehouse/ in the working directory.
+COPY . /app/
 
 # SPARK_LOCAL_IP is deliberately not set: in a container Spark must bind the container's address so
 # that executors of a cluster (LAMBDA_SPARK_MASTER) can reach the driver.

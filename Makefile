@@ -19,7 +19,7 @@ EVENTS ?= 100000
 SEED   ?=
 FILE   ?=
 
-.PHONY: help setup up down ps topics generate replay batch recompute batch-loop generations diff-generations \
+.PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	test test-unit lint bench clean-var
 
 help: ## list the targets
@@ -27,6 +27,11 @@ help: ## list the targets
 
 setup: ## install venv, Kafka + Spark connector jars, FerretDB, redis-server (idempotent, cached)
 	@bash toolchain/setup.sh
+
+demo: setup up topics ## the main job: set up, start the stack, produce 2 days of traffic, publish a batch generation
+	@$(PY) -m ingest generate --events 200000 --span-hours 48 $(if $(SEED),--seed $(SEED))
+	@$(PY) -m batch_layer run
+	@$(PY) -m batch_layer status
 
 up: ## start Kafka (KRaft), FerretDB and Redis on 127.0.0.1; data and logs under var/
 	@$(PY) -m stack up
