@@ -29,7 +29,7 @@ from config.spark import SparkProgress, spark_session
 from generations.registry import Generation, GenerationRegistry
 from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets, log_start_offsets
-from views import View, all_views
+from views import View, all_views, visits
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -160,16 +160,18 @@ class BatchJob:
             all_days = days_needed == self.master.days()
             events = self.master.read(self.spark, None if all_days else days_needed)
             assert events is not None
-            # Each view drops duplicates itself, inside its own partitioning (views.traffic): one
-            # shuffle per view instead of a global one by event_id plus one per view.
-            events = events.select(*VIEW_INPUT_COLUMNS)
-            for i, view in enumerate(views):
-                days = plan[view.name]
-                if i > 0:
-                    faults.checkpoint(s, "writing")
-                if days:
-                    summary.documents_written[view.name] = self._write_view(view, gen.gen, events, days)
-                summary.view_days_recomputed[view.name] = len(days)
+            # The shared first step of every view (dedup, per URL/hour/visitor counts), built once.
+            shared = visits(events.select(*VIEW_INPUT_COLUMNS)).persist()
+            try:
+                for i, view in enumerate(views):
+                    days = plan[view.name]
+                    if i > 0:
+                        faults.checkpoint(s, "writing")
+                    if days:
+                        summary.documents_written[view.name] = self._write_view(view, gen.gen, shared, days)
+                    summary.view_days_recomputed[view.name] = len(days)
+            finally:
+                shared.unpersist()
         for view in views:
             kept = dict(served.day_map.get(view.name, {})) if served is not None and not full else {}
             kept.update({d: gen.gen for d in plan[view.name]})
@@ -193,13 +195,13 @@ class BatchJob:
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
 
-    def _write_view(self, view: View, gen: int, events: DataFrame, days: list[str]) -> int:
+    def _write_view(self, view: View, gen: int, shared_visits: DataFrame, days: list[str]) -> int:
         from pyspark.sql import functions as F
 
         t0 = time.monotonic()
         if days != self.master.days():
-            events = events.where(F.col("event_date").isin(days))
-        rows = view(events, self.settings.hll_lg_k)
+            shared_visits = shared_visits.where(F.col("day").isin(days))
+        rows = view(shared_visits, self.settings.hll_lg_k)
         with SparkProgress(self.spark, f"view {view.name}"):
             written = self.store.write(view.name, gen, rows)
         log.info(

@@ -1,9 +1,10 @@
 """The registry of views: the one place both layers look up what to compute.
 
-A view is a PySpark function from a DataFrame of deduplicated, parsed events to a DataFrame of view
-rows (see :mod:`views.rows`). The batch job applies every registered view to the master dataset;
-the streaming job applies the same functions to each micro-batch. Adding a view means writing one
-function and decorating it with :func:`register`.
+A view is a PySpark function from the visits table (:mod:`views.visits`: each event once, counted
+per URL, hour and visitor) to a DataFrame of view rows (:mod:`views.rows`). The batch job builds
+the visits of the master dataset once and applies every registered view to them; the streaming
+job does the same for each micro-batch. Adding a view means writing one function and decorating
+it with :func:`register`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 ViewFunction = Callable[["DataFrame", int], "DataFrame"]
-"""(events, hll lgConfigK) -> view rows."""
+"""(visits, hll lgConfigK) -> view rows."""
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,8 @@ class View:
     fingerprint: str
     """Hash of the function's source: a changed definition makes its stored batch views stale."""
 
-    def __call__(self, events: DataFrame, lg_k: int) -> DataFrame:
-        return self.compute(events, lg_k)
+    def __call__(self, visits: DataFrame, lg_k: int) -> DataFrame:
+        return self.compute(visits, lg_k)
 
 
 _REGISTRY: dict[str, View] = {}

@@ -95,11 +95,11 @@ def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_datase
     events = produce(platform, traffic(seed=3, total=8_000, span_hours=30))
     expected = recount(events)
 
-    def counted_twice(evs: Any, lg_k: int) -> Any:
+    def counted_twice(shared_visits: Any, lg_k: int) -> Any:
         """The bug: every page view counted twice, daily and hourly."""
         from pyspark.sql import functions as F
 
-        rows = traffic_by(evs, F.col("url"), lg_k)
+        rows = traffic_by(shared_visits, F.col("url"), lg_k)
         return rows.withColumn("pv", F.col("pv") * 2).withColumn(
             "hours", F.transform("hours", lambda h: h.withField("pv", h["pv"] * 2))
         )

@@ -15,7 +15,7 @@ from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import ingest
 from ingest.testing import InMemorySink
 from tests.oracle import dedup, recount
-from views import all_views, get_view
+from views import all_views, get_view, visits
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -56,9 +56,9 @@ def _check(rows: list[Any], expected: dict[tuple[str, str], Any]) -> None:
 def test_every_registered_view_matches_the_recount(spark: Any, events: list[Any]) -> None:
     expected = recount(events)
     assert {v.name for v in all_views()} == set(expected)
-    df = _dataframe(spark, events)
+    shared = visits(_dataframe(spark, events))
     for view in all_views():
-        _check(view(df, 12).collect(), expected[view.name])
+        _check(view(shared, 12).collect(), expected[view.name])
 
 
 def test_views_run_unchanged_on_streaming_micro_batches(
@@ -73,7 +73,7 @@ def test_views_run_unchanged_on_streaming_micro_batches(
     collected: list[Any] = []
 
     def each_batch(batch: Any, batch_id: int) -> None:
-        collected.extend(get_view("url_traffic")(batch, 12).collect())
+        collected.extend(get_view("url_traffic")(visits(batch), 12).collect())
 
     stream = spark.readStream.schema(event_schema()).json(str(source))
     query = (
