@@ -5,6 +5,8 @@
 2. Full recompute (`make recompute`): every view from the whole master dataset. Reports events/s
    and the Spark JVM's peak RSS during the recompute.
 3. Incremental: 100K new events, one scheduled run; wall time, compared with the full recompute.
+   Measured twice: the first run after the full recompute also garbage-collects the generation
+   that recompute retired; the second is the steady state of scheduled runs.
 Targets: full recompute >= 400,000 events/s with exact uniques; incremental <= 10% of the full.
 """
 
@@ -113,14 +115,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"peak RSS {rss.peak_mib:,.0f} MiB"
             )
 
-            new = _produce(settings, console, args.incremental_events, span_hours=0, seed=int(time.time()))
-            t0 = time.monotonic()
-            incremental = job.run()
-            incremental_s = time.monotonic() - t0
+            # The first incremental run after a full recompute also drops the generation the full
+            # run retired (tens of thousands of documents); the second shows the steady state of
+            # scheduled runs. Both are reported; the target applies to the steady state.
+            runs = []
+            for attempt in range(2):
+                new = _produce(
+                    settings, console, args.incremental_events, span_hours=0, seed=int(time.time())
+                )
+                t0 = time.monotonic()
+                incremental = job.run()
+                incremental_s = time.monotonic() - t0
+                runs.append((new, incremental, incremental_s))
+                console.print(
+                    f"incremental {attempt + 1}: {new:,} new events in {incremental_s:.1f} s "
+                    f"({incremental_s / full_s:.1%} of the full)"
+                )
             share = incremental_s / full_s
-            console.print(
-                f"incremental: {new:,} new events in {incremental_s:.1f} s ({share:.1%} of the full)"
-            )
         finally:
             job.close()
 
@@ -137,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             "steps_seconds": {k: round(v, 2) for k, v in full.seconds.items()},
             "documents_written": full.documents_written,
             "met_target": rate >= TARGET_EVENTS_PER_S,
+        },
+        "first_incremental_after_full": {
+            "new_events": runs[0][0],
+            "seconds": round(runs[0][2], 2),
+            "share_of_full": round(runs[0][2] / full_s, 4),
+            "steps_seconds": {k: round(v, 2) for k, v in runs[0][1].seconds.items()},
         },
         "incremental": {
             "new_events": new,
