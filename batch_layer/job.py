@@ -102,8 +102,7 @@ class BatchJob:
             except BaseException as exc:
                 log.error("generation %d failed: %r; the served generation is unchanged", gen.gen, exc)
                 self.registry.fail(gen, repr(exc))
-                for view in all_views():
-                    self.store.drop(view.name, gen.gen)
+                self.store.drop_generation(gen.gen)
                 raise
         finally:
             self.registry.release_lock(token)
@@ -111,8 +110,7 @@ class BatchJob:
     def _clean_up_after_crashes(self) -> None:
         for stale in self.registry.abandon_stale():
             log.warning("generation %d was abandoned by a crashed run; dropping its partial views", stale.gen)
-            for view in all_views():
-                self.store.drop(view.name, stale.gen)
+            self.store.drop_generation(stale.gen)
         orphans = self.master.remove_orphans(self.spark)
         if orphans:
             log.warning(
@@ -120,6 +118,8 @@ class BatchJob:
             )
 
     def _build(self, gen: Generation, full: bool) -> RunSummary:
+        from pyspark.sql import functions as F
+
         s = self.settings
         summary = RunSummary(gen=gen.gen, kind=gen.kind)
         faults.checkpoint(s, "opened")
@@ -153,12 +153,12 @@ class BatchJob:
         t0 = time.monotonic()
         served = self.registry.served()
         views = all_views()
-        plan = plan_days(views, full, served, self.master.segments(), self.master.days())
+        master_days = self.master.days()
+        plan = plan_days(views, full, served, self.master.segments(), master_days)
         days_needed = sorted({d for days in plan.values() for d in days})
         day_map: dict[str, dict[str, int]] = {}
         if days_needed:
-            all_days = days_needed == self.master.days()
-            events = self.master.read(self.spark, None if all_days else days_needed)
+            events = self.master.read(self.spark, None if days_needed == master_days else days_needed)
             assert events is not None
             # The shared first step of every view (dedup, per URL/hour/visitor counts), built once.
             shared = visits(events.select(*VIEW_INPUT_COLUMNS)).persist()
@@ -168,7 +168,12 @@ class BatchJob:
                     if i > 0:
                         faults.checkpoint(s, "writing")
                     if days:
-                        summary.documents_written[view.name] = self._write_view(view, gen.gen, shared, days)
+                        visits_of_days = (
+                            shared if days == master_days else shared.where(F.col("day").isin(days))
+                        )
+                        summary.documents_written[view.name] = self._write_view(
+                            view, gen.gen, visits_of_days, days
+                        )
                     summary.view_days_recomputed[view.name] = len(days)
             finally:
                 shared.unpersist()
@@ -195,13 +200,9 @@ class BatchJob:
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
 
-    def _write_view(self, view: View, gen: int, shared_visits: DataFrame, days: list[str]) -> int:
-        from pyspark.sql import functions as F
-
+    def _write_view(self, view: View, gen: int, view_visits: DataFrame, days: list[str]) -> int:
         t0 = time.monotonic()
-        if days != self.master.days():
-            shared_visits = shared_visits.where(F.col("day").isin(days))
-        rows = view(shared_visits, self.settings.hll_lg_k)
+        rows = view(view_visits, self.settings.hll_lg_k)
         with SparkProgress(self.spark, f"view {view.name}"):
             written = self.store.write(view.name, gen, rows)
         log.info(

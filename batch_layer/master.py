@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -101,7 +102,12 @@ class MasterDataset:
 
     # --- absorb ------------------------------------------------------------------------------------
     def absorb(
-        self, spark: SparkSession, gen: int, cut: dict[int, int], log_start: dict[int, int], dead_letter: Any
+        self,
+        spark: SparkSession,
+        gen: int,
+        cut: dict[int, int],
+        log_start: dict[int, int],
+        dead_letter: Callable[[bytes, str], None],
     ) -> Segment | None:
         """Absorb [absorbed_until, cut) of every partition as one segment; None if nothing is new.
 

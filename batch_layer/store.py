@@ -98,6 +98,12 @@ class BatchViewStore:
     def drop(self, view: str, gen: int) -> None:
         self.db.drop_collection(collection_name(view, gen))
 
+    def drop_generation(self, gen: int) -> None:
+        """Drop every view collection a generation wrote (a failed or abandoned one)."""
+        for view, holder in self.collections():
+            if holder == gen:
+                self.drop(view, gen)
+
     def collections(self) -> list[tuple[str, int]]:
         """(view, generation) of every batch view collection present."""
         out = []

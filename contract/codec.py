@@ -7,7 +7,7 @@ operator can tell from the DLQ alone what the producer got wrong.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -66,7 +66,3 @@ def encode(event: PageView) -> bytes:
     """The canonical wire form: UTC timestamps with a ``Z``, absent optional fields omitted."""
     # The compiled serializer directly: the same output as model_dump_json, a third cheaper.
     return event.__pydantic_serializer__.to_json(event, exclude_none=True)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)

@@ -89,19 +89,22 @@ class TimeBounds:
     max_future: timedelta = timedelta(minutes=5)
     max_past: timedelta = timedelta(days=30)
     now: datetime | None = field(default=None)
+    # Compared as epoch seconds: datetime arithmetic per event is measurable at 100K+ events/s.
+    _future_s: float = field(init=False, repr=False, compare=False)
+    _past_s: float = field(init=False, repr=False, compare=False)
+    _fixed_now: float | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Compared as epoch seconds: datetime arithmetic per event is measurable at 100K+ events/s.
         object.__setattr__(self, "_future_s", self.max_future.total_seconds())
         object.__setattr__(self, "_past_s", self.max_past.total_seconds())
         object.__setattr__(self, "_fixed_now", self.now.timestamp() if self.now else None)
 
     def check(self, ts: datetime) -> None:
         t = ts.timestamp()
-        now: float = self._fixed_now or time.time()  # type: ignore[attr-defined]
-        if t > now + self._future_s:  # type: ignore[attr-defined]
+        now = self._fixed_now if self._fixed_now is not None else time.time()
+        if t > now + self._future_s:
             raise ValueError(f"is more than {int(self.max_future.total_seconds())} s in the future")
-        if t < now - self._past_s:  # type: ignore[attr-defined]
+        if t < now - self._past_s:
             raise ValueError(f"is more than {self.max_past.days} days in the past")
 
 

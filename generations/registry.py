@@ -198,25 +198,27 @@ class GenerationRegistry:
         return gen
 
     def _register_cut(self, gen: int) -> Offsets:
-        while True:
-            with self.redis.pipeline() as pipe:
-                try:
-                    pipe.watch(  # type: ignore[no-untyped-call]
-                        keys.SPEED_COMMIT, keys.ACTIVE
-                    )
-                    committed = keys.decode_commit(pipe.get(keys.SPEED_COMMIT)).offsets
-                    log_end = self._log_end_offsets()
-                    partitions = set(log_end) | set(committed)
-                    cut = {p: max(log_end.get(p, 0), committed.get(p, 0)) for p in sorted(partitions)}
-                    active = keys.decode_active(pipe.get(keys.ACTIVE))
-                    active[gen] = cut
-                    pipe.multi()
-                    pipe.set(keys.ACTIVE, keys.encode_active(active))
-                    pipe.execute()
-                    return cut
-                except redis.WatchError:
-                    log.debug("speed layer committed while opening generation %d; retrying", gen)
-                    continue
+        cut: Offsets = {}
+
+        def attempt(pipe: redis.client.Pipeline) -> None:
+            committed = keys.decode_commit(pipe.get(keys.SPEED_COMMIT)).offsets
+            log_end = self._log_end_offsets()
+            cut.clear()
+            cut.update(
+                {
+                    p: max(log_end.get(p, 0), committed.get(p, 0))
+                    for p in sorted(set(log_end) | set(committed))
+                }
+            )
+            active = keys.decode_active(pipe.get(keys.ACTIVE))
+            active[gen] = dict(cut)
+            pipe.multi()
+            pipe.set(keys.ACTIVE, keys.encode_active(active))
+
+        # redis-py's transaction(): WATCH the keys, run attempt, EXEC; on WatchError (the speed
+        # layer committed meanwhile) it runs attempt again with fresh values.
+        self.redis.transaction(attempt, keys.SPEED_COMMIT, keys.ACTIVE)
+        return cut
 
     def save(self, gen: Generation) -> None:
         self.generations.replace_one({"_id": gen.gen}, gen.to_document())
@@ -279,35 +281,19 @@ class GenerationRegistry:
     # --- the hot copy in Redis --------------------------------------------------------------------
     def _write_hot_copy(self, served: Generation) -> None:
         building = {g.gen: g.cut for g in self.all() if g.state == "building" and g.gen > served.gen}
-        while True:
-            with self.redis.pipeline() as pipe:
-                try:
-                    pipe.watch(  # type: ignore[no-untyped-call]
-                        keys.ACTIVE
-                    )
-                    pipe.multi()
-                    pipe.set(keys.ACTIVE, keys.encode_active({served.gen: served.cut, **building}))
-                    pipe.set(keys.SERVED, json.dumps({"gen": served.gen, "cut": served.cut}))
-                    pipe.execute()
-                    return
-                except redis.WatchError:
-                    continue
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(keys.ACTIVE, keys.encode_active({served.gen: served.cut, **building}))
+            pipe.set(keys.SERVED, json.dumps({"gen": served.gen, "cut": served.cut}))
+            pipe.execute()
 
     def _drop_from_active(self, gen: int) -> None:
-        while True:
-            with self.redis.pipeline() as pipe:
-                try:
-                    pipe.watch(  # type: ignore[no-untyped-call]
-                        keys.ACTIVE
-                    )
-                    active = keys.decode_active(pipe.get(keys.ACTIVE))
-                    active.pop(gen, None)
-                    pipe.multi()
-                    pipe.set(keys.ACTIVE, keys.encode_active(active))
-                    pipe.execute()
-                    return
-                except redis.WatchError:
-                    continue
+        def attempt(pipe: redis.client.Pipeline) -> None:
+            active = keys.decode_active(pipe.get(keys.ACTIVE))
+            active.pop(gen, None)
+            pipe.multi()
+            pipe.set(keys.ACTIVE, keys.encode_active(active))
+
+        self.redis.transaction(attempt, keys.ACTIVE)
 
     def _reconcile_hot_copy(self) -> None:
         """Redis may have lost its data (it is a copy): restore the served generation from MongoDB."""

@@ -7,7 +7,6 @@ non-zero if Kafka did not acknowledge every record.
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
 import sys
 import time
@@ -140,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]no such file: {path}[/]")
         return 2
     records = paced(read_file(path), args.rate)
-    stats, seconds = _run(
-        settings, console, itertools.chain(records), count_lines(path), f"replay:{path.name}"
-    )
+    stats, seconds = _run(settings, console, records, count_lines(path), f"replay:{path.name}")
     return _summary(console, f"replay {path}", stats, seconds)
 
 

@@ -14,43 +14,7 @@ query reads 7-8 documents.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
-
-COLUMNS = ("key", "day", "pv", "uv", "sk", "hours")
-
-
-def view_row_schema() -> StructType:
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
-
-    hour = StructType(
-        [
-            StructField("hour", IntegerType(), False),
-            StructField("pv", LongType(), False),
-            StructField("uv", LongType(), False),
-            StructField("sk", BinaryType(), False),
-        ]
-    )
-    return StructType(
-        [
-            StructField("key", StringType(), False),
-            StructField("day", StringType(), False),
-            StructField("pv", LongType(), False),
-            StructField("uv", LongType(), False),
-            StructField("sk", BinaryType(), False),
-            StructField("hours", ArrayType(hour, containsNull=False), False),
-        ]
-    )
+from typing import Any
 
 
 def row_to_document(row: Any) -> dict[str, Any]:
