@@ -175,3 +175,35 @@ def test_a_killed_run_leaves_the_served_generation_and_a_rerun_matches_the_oracl
     assert_matches_oracle(served_documents(platform), recount(events))
     states = {g.gen: g.state for g in job.registry.all()}
     assert states[served_before.gen + 1].startswith("failed")
+
+
+def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counted(
+    platform: Settings, job: BatchJob
+) -> None:
+    """A producer that writes to `events` directly can put anything there: the batch layer keeps
+    it in the master dataset's invalid partition, sends it to the DLQ with a reason, and counts
+    only valid events."""
+    from confluent_kafka import Producer
+
+    from ingest.producer import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
+    from tests.integration.test_ingest_kafka import consume_all
+
+    events = produce(platform, traffic(seed=6, total=2_000, span_hours=5, malformed_fraction=0.0))
+    bad = [b"{not json", b'{"event_id":"x1","visitor_id":"v"}', b'{"schema_version":7}']
+    raw = Producer({"bootstrap.servers": platform.kafka_bootstrap})
+    for payload in bad:
+        raw.produce(platform.events_topic, payload)
+    assert raw.flush(30) == 0
+
+    summary = job.run()
+    assert (summary.events_absorbed, summary.invalid_records) == (len(events), len(bad))
+    assert_matches_oracle(served_documents(platform), recount(events))
+    rejects = consume_all(platform, platform.dlq_topic)
+    assert sorted(m.value() for m in rejects) == sorted(bad)
+    for m in rejects:
+        headers = dict(m.headers())
+        assert headers[DLQ_SOURCE_HEADER] == b"batch-absorb"
+        assert headers[DLQ_REASON_HEADER].decode().endswith("(batch absorb)")
+    reasons = {m.value(): dict(m.headers())[DLQ_REASON_HEADER].decode() for m in rejects}
+    assert reasons[b'{"schema_version":7}'].startswith("event_id: missing")
+    assert "ts: missing" in reasons[b'{"event_id":"x1","visitor_id":"v"}']
