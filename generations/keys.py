@@ -40,3 +40,37 @@ def decode_commit(raw: bytes | str | None) -> SpeedCommit:
         return SpeedCommit()
     data = json.loads(raw)
     return SpeedCommit(int(data["batch_id"]), {int(p): int(o) for p, o in data["offsets"].items()})
+
+
+# --- realtime views ------------------------------------------------------------------------------
+# One hash per (generation, view, key, UTC day), the realtime twin of a batch-view document:
+#   pv      page views in the day            (HINCRBY)
+#   pv:HH   page views in hour HH, 00-23     (HINCRBY)
+#   sk      HLL sketch of the day's visitors (DataSketches bytes, read-union-write)
+#   sk:HH   HLL sketch of hour HH's visitors
+# Exact distinct counts are not kept in realtime: they do not add up across micro-batches.
+# Beside them, one sorted set per (generation, view, day) ranks the keys by the day's page views,
+# so "top N" never scans hashes.
+SPEED_STATS = "lambda:speed:stats"
+"""JSON of the last micro-batch: batch id, time, rows, seconds, lag per partition, invalid total."""
+REALTIME_PREFIX = "lambda:rt:"
+PV = "pv"
+SKETCH = "sk"
+
+
+def realtime_key(gen: int, view: str, key: str, day: str) -> str:
+    return f"{REALTIME_PREFIX}{gen}:{view}:{day}|{key}"
+
+
+def realtime_rank_key(gen: int, view: str, day: str) -> str:
+    return f"{REALTIME_PREFIX}{gen}:{view}:{day}#rank"
+
+
+def realtime_pattern(gen: int) -> str:
+    """Every realtime key of one generation (SCAN MATCH pattern)."""
+    return f"{REALTIME_PREFIX}{gen}:*"
+
+
+def hour_field(kind: str, hour: int) -> str:
+    """``pv:07`` / ``sk:07``: the hourly field of a realtime hash."""
+    return f"{kind}:{hour:02d}"

@@ -16,13 +16,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Two checkouts on one machine can run their suites side by side with different offsets.
+PORT_OFFSET = int(os.environ.get("LAMBDA_TEST_PORT_OFFSET", "0"))
 TEST_ENV = {
     "LAMBDA_VAR_DIR": str(ROOT / "var" / "test"),
-    "LAMBDA_KAFKA_PORT": "19092",
-    "LAMBDA_KAFKA_CONTROLLER_PORT": "19093",
+    "LAMBDA_KAFKA_PORT": str(19092 + PORT_OFFSET),
+    "LAMBDA_KAFKA_CONTROLLER_PORT": str(19093 + PORT_OFFSET),
     "LAMBDA_KAFKA_HEAP": "768m",
-    "LAMBDA_MONGO_PORT": "37017",
-    "LAMBDA_REDIS_PORT": "16379",
+    "LAMBDA_MONGO_PORT": str(37017 + PORT_OFFSET),
+    "LAMBDA_REDIS_PORT": str(16379 + PORT_OFFSET),
     "LAMBDA_SPARK_DRIVER_MEMORY": "2g",
     "LAMBDA_SPARK_SHUFFLE_PARTITIONS": "2",
 }
