@@ -15,19 +15,8 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from config.logs import configure_logging
 from config.settings import get_settings
-
-
-def _configure_logging() -> None:
-    settings = get_settings()
-    settings.log_dir.mkdir(parents=True, exist_ok=True)
-    fmt = "%(asctime)s %(levelname)s %(name)s %(message)s"
-    logging.basicConfig(level=logging.INFO, format=fmt, stream=sys.stderr)
-    handler = logging.FileHandler(settings.log_dir / "batch.log")
-    handler.setFormatter(logging.Formatter(fmt))
-    logging.getLogger().addHandler(handler)
-    for noisy in ("py4j", "pymongo"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _print_summary(console: Console, summary: dict[str, object]) -> None:
@@ -60,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("b", type=int)
     sub.add_parser("status", help="the generations and the master dataset")
     args = parser.parse_args(argv)
-    _configure_logging()
+    configure_logging("batch.log")
     console = Console(stderr=False)
     settings = get_settings()
 

@@ -26,6 +26,7 @@ from batch_layer.master import MasterDataset, Segment
 from batch_layer.store import BatchViewStore, collection_name
 from config.settings import Settings
 from config.spark import SparkProgress, spark_session
+from generations.realtime import drop_generations, realtime_generations
 from generations.registry import Generation, GenerationRegistry
 from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets, log_start_offsets
@@ -227,6 +228,14 @@ class BatchJob:
         protected = {g.gen for g in generations if g.state in ("opening", "building")}
         protected |= {g.gen for g in generations if g.state == "retired" and g.gen not in expired}
         dropped = self.store.garbage_collect(referenced, protected)
+        # Realtime keys go with their generation: the speed layer stopped counting it when it left
+        # the active set, and queries read the served generation and its realtime keys in one
+        # Redis transaction, so none sees a half-deleted generation.
+        keep = protected | {g.gen for g in retained} | set(self.registry.active_cuts())
+        stale = {g for g in realtime_generations(self.redis) if g not in keep}
+        if stale:
+            deleted = drop_generations(self.redis, stale)
+            log.info("deleted %d realtime keys of retired generation(s) %s", deleted, sorted(stale))
         for g in generations:
             if g.gen in expired:
                 self.registry.mark_dropped(g)

@@ -86,6 +86,25 @@ class Settings(BaseSettings):
         description="How long a retired generation's data stays for queries in flight and diffing.",
     )
 
+    # --- the speed layer ------------------------------------------------------------------------
+    speed_trigger_s: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
+    speed_max_offsets_per_trigger: int | None = Field(
+        2_000_000, ge=1, description="Backpressure: at most this many records per micro-batch (None: all)."
+    )
+    speed_dedup_window_s: int = Field(
+        600,
+        ge=1,
+        description="Duplicates (same event_id) are dropped when re-sent within this much log-append time.",
+    )
+    speed_checkpoint_path: str | None = Field(
+        None, description="Streaming checkpoint: a local path or Hadoop-compatible URI (default var/speed)."
+    )
+    realtime_ttl_s: int = Field(
+        7 * 24 * 3600,
+        ge=60,
+        description="Safety net: realtime keys expire this long after their last write.",
+    )
+
     batch_pause_at: str | None = Field(
         None, description="Crash tests only: the batch run stops at this checkpoint until killed."
     )
@@ -108,6 +127,10 @@ class Settings(BaseSettings):
     @property
     def master_uri(self) -> str:
         return self.master_path or (self.var_dir / "master").resolve().as_uri()
+
+    @property
+    def speed_checkpoint_uri(self) -> str:
+        return self.speed_checkpoint_path or (self.var_dir / "speed" / "checkpoint").resolve().as_uri()
 
     @property
     def spark_jars_dir(self) -> Path:

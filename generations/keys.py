@@ -29,6 +29,20 @@ def decode_active(raw: bytes | str | None) -> dict[int, dict[int, int]]:
     return {int(g): {int(p): int(o) for p, o in cut.items()} for g, cut in json.loads(raw).items()}
 
 
+@dataclass(frozen=True)
+class Served:
+    gen: int = -1
+    """-1: nothing is served (no speed layer and no batch run yet)."""
+    cut: dict[int, int] = field(default_factory=dict)
+
+
+def decode_served(raw: bytes | str | None) -> Served:
+    if not raw:
+        return Served()
+    data = json.loads(raw)
+    return Served(int(data["gen"]), {int(p): int(o) for p, o in data["cut"].items()})
+
+
 def encode_commit(commit: SpeedCommit) -> str:
     return json.dumps(
         {"batch_id": commit.batch_id, "offsets": {str(p): o for p, o in commit.offsets.items()}}
@@ -54,6 +68,8 @@ def decode_commit(raw: bytes | str | None) -> SpeedCommit:
 SPEED_STATS = "lambda:speed:stats"
 """JSON of the last micro-batch: batch id, time, rows, seconds, lag per partition, invalid total."""
 REALTIME_PREFIX = "lambda:rt:"
+REALTIME_GENS = "lambda:rt:gens"
+"""Set of the generation numbers that have realtime keys (teardown without scanning everything)."""
 PV = "pv"
 SKETCH = "sk"
 

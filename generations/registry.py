@@ -295,6 +295,26 @@ class GenerationRegistry:
 
         self.redis.transaction(attempt, keys.ACTIVE)
 
+    def ensure_hot_copy(self) -> dict[int, Offsets]:
+        """The active generations, restoring Redis' copy first if Redis lost it.
+
+        Before the first batch run there is no generation at all; the speed layer then counts for
+        generation 0, which has no batch views and a cut at the start of every partition, so the
+        platform answers from realtime views alone until the first generation is published.
+        """
+        self._reconcile_hot_copy()
+        if self.served() is not None:
+            return self.active_cuts()
+
+        def attempt(pipe: redis.client.Pipeline) -> None:
+            if pipe.get(keys.ACTIVE) is None:
+                pipe.multi()
+                pipe.set(keys.ACTIVE, keys.encode_active({0: {}}))
+                pipe.set(keys.SERVED, json.dumps({"gen": 0, "cut": {}}))
+
+        self.redis.transaction(attempt, keys.ACTIVE)
+        return self.active_cuts()
+
     def _reconcile_hot_copy(self) -> None:
         """Redis may have lost its data (it is a copy): restore the served generation from MongoDB."""
         served = self.served()

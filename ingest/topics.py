@@ -112,3 +112,21 @@ def log_end_offsets(settings: Settings, timeout: float = 10.0) -> dict[int, int]
 def log_start_offsets(settings: Settings, timeout: float = 10.0) -> dict[int, int]:
     """Per partition of `events`, the oldest offset still in the log (retention moves it)."""
     return {p: low for p, (low, _) in _watermarks(settings, timeout).items()}
+
+
+def offsets_for_time(settings: Settings, timestamp_ms: int, timeout: float = 10.0) -> dict[int, int]:
+    """Per partition of `events`, the first offset appended at or after ``timestamp_ms`` (the log
+    end where none is)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "lambda-offsets-probe"})
+    try:
+        topic = settings.events_topic
+        partitions = sorted(consumer.list_topics(topic, timeout=timeout).topics[topic].partitions)
+        found = consumer.offsets_for_times(
+            [TopicPartition(topic, p, timestamp_ms) for p in partitions], timeout=timeout
+        )
+        ends = log_end_offsets(settings, timeout)
+        return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition] for tp in found}
+    finally:
+        consumer.close()

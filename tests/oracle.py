@@ -48,3 +48,62 @@ def recount(events: Iterable[PageView]) -> Recount:
             b.hours_pv[hour] += 1
             b.hours_visitors[hour].add(e.visitor_id)
     return {view: dict(buckets) for view, buckets in result.items()}
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    partition: int
+    offset: int
+    event: PageView | None
+    """None for a record that breaks the contract."""
+
+
+def read_log(bootstrap: str, topic: str) -> list[LogRecord]:
+    """Every record of ``topic``, in offset order per partition: the oracle's view of the log."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from contract import ContractError, decode
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oracle", "enable.auto.commit": False})
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        records: list[LogRecord] = []
+        remaining = {p for p in partitions if ends[p] > 0}
+        while remaining:
+            for msg in consumer.consume(10_000, timeout=2.0):
+                if msg.error() is not None:
+                    continue
+                try:
+                    event: PageView | None = decode(msg.value() or b"")
+                except ContractError:
+                    event = None
+                records.append(LogRecord(msg.partition() or 0, msg.offset() or 0, event))
+                if (msg.offset() or 0) + 1 >= ends[msg.partition() or 0]:
+                    remaining.discard(msg.partition() or 0)
+        return sorted(records, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
+def first_copies(log: Iterable[LogRecord]) -> list[LogRecord]:
+    """The earliest copy of each event (a re-send keeps its visitor, hence its partition)."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in log:
+        if r.event is None:
+            continue
+        ident = (r.event.ts.strftime("%Y-%m-%d"), r.event.event_id)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(r)
+    return out
+
+
+def recount_past(log: Iterable[LogRecord], cut: dict[int, int]) -> Recount:
+    """What the realtime views of a generation with ``cut`` must hold: events whose first copy is
+    at or past the cut."""
+    return recount(r.event for r in first_copies(log) if r.event and r.offset >= cut.get(r.partition, 0))

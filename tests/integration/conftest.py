@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from batch_layer.store import BatchViewStore
 from config.settings import Settings
 from contract import PageView
 from contract.codec import bounds_from
+from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import RawRecord, ingest
 from ingest.producer import EventProducer
 from ingest.testing import InMemorySink
@@ -34,6 +36,9 @@ def platform(stack: Settings, unique: str, tmp_path: Path) -> Iterator[Settings]
             "master_path": (tmp_path / "master").as_uri(),
             "redis_db": 1,
             "retire_grace_s": 0.0,
+            "speed_checkpoint_path": (tmp_path / "speed-checkpoint").as_uri(),
+            "speed_trigger_s": 0.5,
+            "speed_max_offsets_per_trigger": 4000,
         }
     )
     r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
@@ -47,6 +52,23 @@ def platform(stack: Settings, unique: str, tmp_path: Path) -> Iterator[Settings]
     client.close()
 
 
+def traffic(seed: int, total: int, span_hours: float = 50.0, **overrides: Any) -> TrafficGenerator:
+    """Generated traffic with every irregularity turned up: duplicates, late and out-of-order
+    events, malformed records."""
+    options: dict[str, Any] = {
+        "urls": 300,
+        "visitors": 5_000,
+        "duplicate_fraction": 0.05,
+        "late_fraction": 0.03,
+        "out_of_order_fraction": 0.1,
+        "malformed_fraction": 0.005,
+        **overrides,
+    }
+    return TrafficGenerator(
+        GeneratorConfig(total=total, seed=seed, now=datetime.now(UTC), span_hours=span_hours, **options)
+    )
+
+
 def platform_env(settings: Settings) -> dict[str, str]:
     """Environment that makes a subprocess (a CLI under test) use this platform."""
     return {
@@ -57,6 +79,10 @@ def platform_env(settings: Settings) -> dict[str, str]:
         "LAMBDA_MASTER_PATH": settings.master_path or "",
         "LAMBDA_REDIS_DB": str(settings.redis_db),
         "LAMBDA_RETIRE_GRACE_S": str(settings.retire_grace_s),
+        "LAMBDA_SPEED_CHECKPOINT_PATH": settings.speed_checkpoint_uri,
+        "LAMBDA_SPEED_TRIGGER_S": str(settings.speed_trigger_s),
+        "LAMBDA_SPEED_MAX_OFFSETS_PER_TRIGGER": str(settings.speed_max_offsets_per_trigger),
+        "LAMBDA_SPEED_DEDUP_WINDOW_S": str(settings.speed_dedup_window_s),
     }
 
 
@@ -117,3 +143,68 @@ def assert_sketch_covers(raw: bytes, exact: int) -> None:
         exact,
         sketch.get_upper_bound(3),
     )
+
+
+def realtime_documents(settings: Settings, gen: int) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
+    """view -> (key, day) -> {pv, h_pv, sk, h_sk} of one generation's realtime hashes."""
+    from generations import keys
+
+    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+    out: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    try:
+        for raw_key in r.scan_iter(match=keys.realtime_pattern(gen), count=1000):
+            name = raw_key.decode()
+            if "#" in name:
+                continue
+            view, _, rest = name.removeprefix(f"{keys.REALTIME_PREFIX}{gen}:").partition(":")
+            day, _, key = rest.partition("|")
+            h = {k.decode(): v for k, v in r.hgetall(raw_key).items()}  # type: ignore[union-attr]
+            out.setdefault(view, {})[(key, day)] = {
+                "pv": int(h.get(keys.PV, 0)),
+                "h_pv": [int(h.get(keys.hour_field(keys.PV, i), 0)) for i in range(24)],
+                "sk": h.get(keys.SKETCH),
+                "h_sk": [h.get(keys.hour_field(keys.SKETCH, i)) for i in range(24)],
+            }
+    finally:
+        r.close()
+    return out
+
+
+def assert_realtime_matches(
+    documents: dict[str, dict[tuple[str, str], dict[str, Any]]], expected: Recount
+) -> None:
+    """Realtime values equal the recount of the events past the cut: counts exactly, sketches within
+    their bounds."""
+    for view, buckets in expected.items():
+        docs = documents.get(view, {})
+        assert set(docs) == set(buckets), f"{view}: keys differ: {sorted(set(docs) ^ set(buckets))[:10]}"
+        for ident, b in buckets.items():
+            d = docs[ident]
+            assert d["pv"] == b.pv and d["h_pv"] == b.hours_pv, (view, ident, d["pv"], b.pv)
+            assert_sketch_covers(d["sk"], len(b.visitors))
+            for hour, visitors in enumerate(b.hours_visitors):
+                assert (d["h_sk"][hour] is not None) == bool(visitors), (view, ident, hour)
+
+
+def assert_merged_matches(settings: Settings, expected: Recount) -> None:
+    """The served generation's batch views plus its realtime views equal the recount of every event:
+    counts exactly, the union of the two sketches within its bounds."""
+    from generations import keys
+    from views.sketches import union_bytes
+
+    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+    served = keys.decode_served(r.get(keys.SERVED))
+    r.close()
+    batch = served_documents(settings) if served.gen > 0 else {}
+    realtime = realtime_documents(settings, served.gen)
+    for view, buckets in expected.items():
+        b_docs, r_docs = batch.get(view, {}), realtime.get(view, {})
+        assert set(b_docs) | set(r_docs) == set(buckets), f"{view}: keys differ"
+        for ident, b in buckets.items():
+            bd, rd = b_docs.get(ident), r_docs.get(ident)
+            pv = (bd["pv"] if bd else 0) + (rd["pv"] if rd else 0)
+            h_pv = [(bd["h_pv"][h] if bd else 0) + (rd["h_pv"][h] if rd else 0) for h in range(24)]
+            assert (pv, h_pv) == (b.pv, b.hours_pv), (view, ident, pv, b.pv, served.gen)
+            merged = union_bytes([bd["sk"] if bd else None, rd["sk"] if rd else None])
+            assert merged is not None
+            assert_sketch_covers(merged, len(b.visitors))

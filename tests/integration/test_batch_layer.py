@@ -6,7 +6,6 @@ import hashlib
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,27 +14,17 @@ import pytest
 from batch_layer.diff import diff_generations
 from batch_layer.job import BatchJob
 from config.settings import Settings
-from ingest.generator import GeneratorConfig, TrafficGenerator
 from tests.conftest import ROOT
-from tests.integration.conftest import assert_matches_oracle, platform_env, produce, served_documents
+from tests.integration.conftest import (
+    assert_matches_oracle,
+    platform_env,
+    produce,
+    served_documents,
+    traffic,
+)
 from tests.oracle import recount
 from views import replaced
 from views.traffic import traffic_by
-
-
-def traffic(seed: int, total: int, span_hours: float = 50.0, **overrides: Any) -> TrafficGenerator:
-    options: dict[str, Any] = {
-        "urls": 300,
-        "visitors": 5_000,
-        "duplicate_fraction": 0.05,
-        "late_fraction": 0.03,
-        "out_of_order_fraction": 0.1,
-        "malformed_fraction": 0.005,
-        **overrides,
-    }
-    return TrafficGenerator(
-        GeneratorConfig(total=total, seed=seed, now=datetime.now(UTC), span_hours=span_hours, **options)
-    )
 
 
 def master_files(settings: Settings) -> dict[str, str]:

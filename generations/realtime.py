@@ -1,0 +1,33 @@
+"""The lifecycle of realtime keys: which generations have them, and their teardown.
+
+The speed layer writes them (speed_layer.sink); the batch job tears down those of generations it
+retires; the rebuild tears down all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import redis
+
+from generations import keys
+
+
+def realtime_generations(client: redis.Redis) -> set[int]:
+    return {int(g) for g in client.smembers(keys.REALTIME_GENS)}  # type: ignore[union-attr]
+
+
+def drop_generations(client: redis.Redis, gens: Iterable[int]) -> int:
+    """Delete every realtime key of these generations; returns how many keys went."""
+    deleted = 0
+    for gen in gens:
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=keys.realtime_pattern(gen), count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += int(client.unlink(*batch))  # type: ignore[arg-type]
+                batch.clear()
+        if batch:
+            deleted += int(client.unlink(*batch))  # type: ignore[arg-type]
+        client.srem(keys.REALTIME_GENS, gen)
+    return deleted

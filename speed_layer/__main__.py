@@ -1,0 +1,153 @@
+"""``python -m speed_layer run | start | stop | status | rebuild``.
+
+- ``run``: the streaming job in the foreground, with a live line (rows/s, batch duration, lag).
+- ``start`` / ``stop``: the same job in the background (pid file under the var dir's run folder,
+  output in its log folder); ``stop`` ends it between two micro-batches.
+- ``rebuild``: after Redis lost realtime data, recreate the active generations' realtime views from
+  the log, starting at their cuts, and exit when caught up (the job must be stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from config.logs import configure_logging
+from config.settings import Settings, get_settings
+
+log = logging.getLogger("speed_layer")
+
+
+def pid_file(settings: Settings) -> Path:
+    return settings.run_dir / "speed.pid"
+
+
+def running_pid(settings: Settings) -> int | None:
+    """The pid of the background job, if it is alive."""
+    try:
+        pid = int(pid_file(settings).read_text().strip())
+        os.kill(pid, 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+    return pid
+
+
+def start_background(settings: Settings) -> int:
+    pid = running_pid(settings)
+    if pid is not None:
+        print(f"the speed layer is already running (pid {pid})")
+        return pid
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+    out = (settings.log_dir / "speed.out").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "speed_layer", "run"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    pid_file(settings).write_text(str(proc.pid))
+    print(f"speed layer started (pid {proc.pid}); log: {settings.log_dir / 'speed.log'}")
+    return proc.pid
+
+
+def stop_background(settings: Settings, timeout: float = 60.0) -> bool:
+    pid = running_pid(settings)
+    if pid is None:
+        print("the speed layer is not running")
+        pid_file(settings).unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        print(
+            f"the speed layer did not stop within {timeout:.0f} s: killing it (the next run replays its batch)"
+        )
+        os.kill(pid, signal.SIGKILL)
+    pid_file(settings).unlink(missing_ok=True)
+    print(f"speed layer stopped (pid {pid})")
+    return True
+
+
+def status(settings: Settings) -> None:
+    import redis
+
+    from generations import keys
+
+    pid = running_pid(settings)
+    print(f"background job: {'running, pid ' + str(pid) if pid else 'not running'}")
+    r = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+    try:
+        commit = keys.decode_commit(r.get(keys.SPEED_COMMIT))
+        stats = json.loads(r.get(keys.SPEED_STATS) or "{}")
+    finally:
+        r.close()
+    print(f"committed batch {commit.batch_id}, offsets {commit.offsets}")
+    if stats:
+        print(
+            f"last batch at {stats['at']}: {stats['rows']:,} rows in {stats['seconds']} s, lag {stats['lag']}, "
+            f"generations {stats.get('generations')}, invalid records so far {stats['invalid_total']:,}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m speed_layer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the streaming job in the foreground")
+    run.add_argument("--until-caught-up", action="store_true", help="stop once the log end is reached")
+    sub.add_parser("start", help="run the streaming job in the background")
+    sub.add_parser("stop", help="stop the background job between two micro-batches")
+    sub.add_parser("status", help="the background job and the last committed micro-batch")
+    sub.add_parser("rebuild", help="rebuild the realtime views from the log (job stopped)")
+    args = parser.parse_args(argv)
+    settings = get_settings()
+
+    if args.command == "start":
+        start_background(settings)
+        return 0
+    if args.command == "stop":
+        stop_background(settings)
+        return 0
+    if args.command == "status":
+        status(settings)
+        return 0
+
+    configure_logging("speed.log")
+    from speed_layer.job import RealtimeStateLost, SpeedJob, print_progress
+    from speed_layer.rebuild import rebuild
+
+    try:
+        if args.command == "rebuild":
+            pid = running_pid(settings)
+            if pid is not None and pid != os.getpid():
+                print(f"stop the speed layer first (pid {pid}): make speed-stop", file=sys.stderr)
+                return 2
+            rebuild(settings)
+            return 0
+        SpeedJob(settings).run(available_now=args.until_caught_up, on_progress=print_progress)
+        return 0
+    except RealtimeStateLost as exc:
+        log.error("%s", exc)
+        return 3
+    except Exception as exc:
+        if "RealtimeStateLost" in str(exc):
+            log.error("realtime views lost writes; run `make rebuild-realtime`: %s", exc)
+            return 3
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,432 @@
+"""The streaming job: Kafka `events` -> the registered views per active generation -> Redis.
+
+One micro-batch, end to end:
+
+1. Spark reads the next offset range of `events` (at most ``speed_max_offsets_per_trigger``
+   records: backpressure), parses it with the contract and drops duplicates by ``event_id`` within
+   a window of **log-append time** (``withWatermark`` on the Kafka timestamp, then
+   ``dropDuplicatesWithinWatermark``). Event time plays no part in the stateful operator, so a late
+   event (old event time, new arrival) is never dropped; it counts in its own event-time bucket.
+2. ``foreachBatch`` (:meth:`SpeedJob.process`) reads the active generations, applies the shared
+   first step (:func:`views.visits.visits`) and every registered view to the events at or past each
+   generation's cut, and commits all writes, the batch id and the end offsets in one Redis
+   transaction guarded by ``WATCH`` of the generation registry and the commit record.
+
+Exactly-once: Spark replays an uncommitted batch with the same id and the same offsets after a
+crash. A batch id at or below the committed one is skipped; a batch id that does not follow the
+committed one means Redis lost writes (flushed, or restarted from an old file) and the job stops
+with an error instead of counting on top of a hole: ``make rebuild-realtime`` then rebuilds the
+views from the log.
+
+Why duplicates straddling a cut count once: Kafka hands Spark each partition in offset order and
+the dedup shuffle keeps each map task's order, so the copy that survives is the earliest one; a
+producer keys a visitor's events to one partition, so an event and its re-sends share a partition.
+If the earliest copy is below a generation's cut, the batch views of that generation count it
+and the filter on the cut keeps it out of the realtime views.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+import redis
+from pymongo import MongoClient
+
+from config.settings import Settings
+from config.spark import spark_session
+from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
+from generations import keys
+from generations.registry import GenerationRegistry, Offsets
+from ingest.producer import EventProducer
+from ingest.topics import log_end_offsets, offsets_for_time
+from speed_layer.sink import RealtimeSink
+from views.registry import all_views
+from views.visits import visits
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+QUERY_NAME = "speed-layer"
+DEDUP_COLUMN = "_dedup"
+KEEP_COLUMNS = ("event_id", "ts", "visitor_id", "url", "kafka_partition", "kafka_offset")
+REDIS_RETRY_S = 120.0
+"""How long a micro-batch keeps retrying while Redis is unreachable (a restart) before failing."""
+
+
+class RealtimeStateLost(RuntimeError):
+    """Redis no longer holds the commits the checkpoint says were made: rebuild the views."""
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    rows: int = 0
+    invalid: int = 0
+    keys_written: int = 0
+    generations: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    skipped: bool = False
+    started: float = field(default_factory=time.monotonic)
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds per step: read (Kafka, parse, dedup), views (Spark), commit (Redis)."""
+
+
+def at_or_past(cut: Offsets) -> Column:
+    """Rows whose offset is at or past ``cut`` (a partition absent from the cut starts at 0)."""
+    from pyspark.sql import functions as F
+
+    if not cut:
+        return F.lit(True)
+    threshold = F.lit(0)
+    for partition, offset in sorted(cut.items()):
+        threshold = F.when(F.col("kafka_partition") == partition, F.lit(offset)).otherwise(threshold)
+    return F.col("kafka_offset") >= threshold
+
+
+def starting_offsets(
+    settings: Settings, registry: GenerationRegistry, active: dict[int, Offsets]
+) -> Offsets | None:
+    """Where a fresh stream starts: early enough to count every active generation from its cut,
+    and one dedup window earlier still, so re-sends of events just below a cut are recognised.
+
+    None means the start of the log (generation 0 counts everything).
+    """
+    starts: list[Offsets] = []
+    for gen, cut in active.items():
+        g = registry.get(gen)
+        if gen == 0 or g is None or not cut:
+            return None
+        since_ms = int(g.started_at.timestamp() * 1000) - settings.speed_dedup_window_s * 1000
+        seeded = offsets_for_time(settings, since_ms)
+        starts.append({p: min(o, seeded.get(p, o)) for p, o in cut.items()})
+    if not starts:
+        return None
+    return {p: min(s.get(p, 0) for s in starts) for p in set().union(*starts)}
+
+
+class SpeedJob:
+    """Holds the clients of the streaming job; :meth:`run` runs the query until stopped."""
+
+    def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
+        self.settings = settings
+        self.spark = spark or spark_session(settings, "lambda-speed")
+        self.mongo: MongoClient[dict[str, Any]] = MongoClient(
+            settings.mongo_url, serverSelectionTimeoutMS=5000
+        )
+        self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
+        self.registry = GenerationRegistry(
+            self.mongo[settings.mongo_db], self.redis, lambda: log_end_offsets(settings)
+        )
+        self.dlq = EventProducer(settings)
+        self.last: BatchReport | None = None
+        self._lag: dict[int, int] = {}
+        self._stop = threading.Event()
+
+    def close(self) -> None:
+        self.dlq.flush()
+        self.mongo.close()
+        self.redis.close()
+
+    # --- the query ---------------------------------------------------------------------------------
+    def stream(self, start: Offsets | None) -> DataFrame:
+        """Parsed, deduplicated events of `events`, with their partition and offset."""
+        from pyspark.sql import functions as F
+
+        s = self.settings
+        topic = s.events_topic
+        reader = (
+            self.spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", s.kafka_bootstrap)
+            .option("subscribe", topic)
+            .option(
+                "startingOffsets",
+                "earliest" if start is None else json.dumps({topic: {str(p): o for p, o in start.items()}}),
+            )
+        )
+        if s.speed_max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(s.speed_max_offsets_per_trigger))
+        parsed = parse_kafka_records(reader.load())
+        valid = F.col(INVALID_COLUMN).isNull()
+        # An invalid record has no trustworthy event_id: it gets a key of its own and is never
+        # taken for a duplicate.
+        dedup_key = F.when(valid, F.col("event_id")).otherwise(
+            F.concat(F.lit("invalid:"), F.col("kafka_partition"), F.lit(":"), F.col("kafka_offset"))
+        )
+        return (
+            parsed.withColumn(DEDUP_COLUMN, dedup_key)
+            .withWatermark("log_time", f"{s.speed_dedup_window_s} seconds")
+            .dropDuplicatesWithinWatermark([DEDUP_COLUMN])
+            .select(
+                *KEEP_COLUMNS,
+                INVALID_COLUMN,
+                F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),
+            )
+        )
+
+    def start(self, available_now: bool = False) -> StreamingQuery:
+        active = self.registry.ensure_hot_copy()
+        start = starting_offsets(self.settings, self.registry, active)
+        log.info("active generations %s; a fresh checkpoint starts at %s", active, start or "the log start")
+        writer = (
+            self.stream(start)
+            .writeStream.queryName(QUERY_NAME)
+            .foreachBatch(self.process)
+            .option("checkpointLocation", self.settings.speed_checkpoint_uri)
+        )
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.settings.speed_trigger_s} seconds")
+        return writer.start()
+
+    def run(self, available_now: bool = False, on_progress: Any = None) -> None:
+        """Run until stopped (SIGTERM/SIGINT) or, with ``available_now``, until caught up."""
+        query = self.start(available_now)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self._stop.set())
+        shown: BatchReport | None = None
+        try:
+            while query.isActive and not self._stop.is_set():
+                query.awaitTermination(1.0)
+                progress = query.lastProgress
+                if progress:
+                    self._lag = lag_of(progress)
+                if on_progress is not None and self.last is not None and self.last is not shown:
+                    on_progress(self.last, self._lag)
+                    shown = self.last
+            if query.isActive:
+                # Stop between triggers: stopping inside foreachBatch can log a StackOverflowError
+                # in Spark (SPARK-39218) and always wastes the batch in flight.
+                while query.status.get("isTriggerActive"):
+                    time.sleep(0.05)
+                query.stop()
+            exc = query.exception()
+            if exc is not None:
+                raise RuntimeError(f"the speed layer query failed: {exc}")
+        finally:
+            self.close()
+
+    # --- one micro-batch ---------------------------------------------------------------------------
+    def process(self, df: DataFrame, batch_id: int) -> None:
+        """foreachBatch: count the batch into every active generation, exactly once."""
+        from pyspark.sql import functions as F
+
+        report = BatchReport(batch_id)
+        end_offsets = self._batch_offsets(batch_id)
+        prev_offsets = self._batch_offsets(batch_id - 1) if batch_id > 0 else None
+        stored = keys.decode_commit(self._redis_call(lambda: self.redis.get(keys.SPEED_COMMIT)))
+        if self._committed(stored, batch_id, prev_offsets):
+            report.skipped = True
+            log.info("batch %d was committed before a restart: skipped", batch_id)
+            self.last = report
+            return
+        df = df.persist()
+        try:
+            report.rows = df.count()
+            report.phases["read"] = time.monotonic() - report.started
+            invalid = df.where(F.col(INVALID_COLUMN).isNotNull())
+            report.invalid = invalid.count() if report.rows else 0
+            if report.invalid:
+                for r in invalid.select("_raw", INVALID_COLUMN).collect():
+                    self.dlq.dead_letter(
+                        bytes(r["_raw"]), f"{r[INVALID_COLUMN]} (speed layer)", "speed-layer"
+                    )
+                # Dead letters go out before the commit: a crash in between re-sends them
+                # (at least once) rather than losing them.
+                self.dlq.flush()
+            valid = df.where(F.col(INVALID_COLUMN).isNull()) if report.rows else None
+            report.keys_written, report.generations = self._commit(
+                valid, batch_id, prev_offsets, end_offsets, report
+            )
+        finally:
+            df.unpersist()
+        report.seconds = time.monotonic() - report.started
+        self.last = report
+        log.info(
+            "batch %d: %d rows (%d invalid), %d realtime keys for generations %s in %.2f s (%s)",
+            batch_id,
+            report.rows,
+            report.invalid,
+            report.keys_written,
+            report.generations,
+            report.seconds,
+            ", ".join(f"{k} {v:.2f} s" for k, v in report.phases.items()),
+        )
+
+    def _committed(self, commit: keys.SpeedCommit, batch_id: int, prev_offsets: Offsets | None) -> bool:
+        """Whether ``batch_id`` is already in Redis; raises if Redis lost earlier batches."""
+        if commit.batch_id >= batch_id:
+            return True
+        if batch_id > 0 and (commit.batch_id != batch_id - 1 or commit.offsets != prev_offsets):
+            raise RealtimeStateLost(
+                f"Redis holds the speed layer's commit of batch {commit.batch_id} (offsets "
+                f"{commit.offsets}) but the checkpoint is at batch {batch_id - 1} (offsets "
+                f"{prev_offsets}): realtime views lost writes. Run `make rebuild-realtime`."
+            )
+        return False
+
+    def _commit(
+        self,
+        valid: DataFrame | None,
+        batch_id: int,
+        prev_offsets: Offsets | None,
+        end_offsets: Offsets,
+        report: BatchReport,
+    ) -> tuple[int, list[int]]:
+        """Compute the rows for the active generations and commit them with the batch id.
+
+        The transaction WATCHes the generation registry: if a batch run opens a generation while
+        the rows are computed, EXEC fails and the rows are computed again for the new set, so the
+        new cut (at or after everything committed) and this batch never disagree.
+        """
+        computed_for: dict[int, Offsets] | None = None
+        rows: list[Any] = []
+        while True:
+            try:
+                with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.watch(keys.ACTIVE, keys.SPEED_COMMIT)
+                    # Checked again under WATCH: Redis may have been flushed since the first look.
+                    if self._committed(
+                        keys.decode_commit(pipe.get(keys.SPEED_COMMIT)), batch_id, prev_offsets
+                    ):
+                        return 0, []
+                    active = keys.decode_active(pipe.get(keys.ACTIVE))
+                    if not active:
+                        pipe.unwatch()
+                        self.registry.ensure_hot_copy()
+                        continue
+                    if active != computed_for:
+                        t0 = time.monotonic()
+                        rows = self._rows(valid, active) if valid is not None else []
+                        computed_for = active
+                        report.phases["views"] = time.monotonic() - t0
+                    t0 = time.monotonic()
+                    sink = RealtimeSink(self.settings.realtime_ttl_s)
+                    for row in rows:
+                        sink.add(row["gen"], row["view"], row)
+                    sink.read_sketches(self.redis)
+                    previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
+                    pipe.multi()
+                    written = sink.flush(pipe)
+                    pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(batch_id, end_offsets)))
+                    pipe.set(
+                        keys.SPEED_STATS,
+                        json.dumps(
+                            {
+                                "batch_id": batch_id,
+                                "at": datetime.now(UTC).isoformat(),
+                                "rows": report.rows,
+                                "seconds": round(time.monotonic() - report.started, 3),
+                                "lag": {str(p): n for p, n in self._lag.items()},
+                                "invalid_total": int(previous.get("invalid_total", 0)) + report.invalid,
+                                "generations": sorted(active),
+                            }
+                        ),
+                    )
+                    pipe.execute()
+                    report.phases["commit"] = time.monotonic() - t0
+                    return written, sorted(active)
+            except redis.WatchError:
+                log.info("batch %d: the active generations changed during the batch; recomputing", batch_id)
+            except redis.ConnectionError as exc:
+                self._wait_for_redis(exc)
+
+    def _rows(self, valid: DataFrame, active: dict[int, Offsets]) -> list[Any]:
+        """One collect for every (generation, view): the view rows of this micro-batch."""
+        from pyspark.sql import functions as F
+
+        frames, shared = [], []
+        for gen, cut in sorted(active.items()):
+            # The shared first step, built once per generation and read by every view.
+            gen_visits = visits(valid.where(at_or_past(cut))).persist()
+            shared.append(gen_visits)
+            for view in all_views():
+                frames.append(
+                    view(gen_visits, self.settings.hll_lg_k).select(
+                        F.lit(gen).alias("gen"), F.lit(view.name).alias("view"), "*"
+                    )
+                )
+        try:
+            return reduce(lambda a, b: a.unionByName(b), frames).collect()
+        finally:
+            for df in shared:
+                df.unpersist()
+
+    # --- plumbing ------------------------------------------------------------------------------------
+    def _batch_offsets(self, batch_id: int) -> Offsets:
+        """End offsets of ``batch_id`` from the checkpoint's offset log (written before the batch
+        runs, so it is there for the batch being processed and every earlier one still kept)."""
+        text = _read_text(self.spark, f"{self.settings.speed_checkpoint_uri.rstrip('/')}/offsets/{batch_id}")
+        sources = json.loads(text.strip().splitlines()[-1])
+        return {int(p): int(o) for p, o in sources[self.settings.events_topic].items()}
+
+    def _redis_call(self, fn: Any) -> Any:
+        while True:
+            try:
+                return fn()
+            except redis.ConnectionError as exc:
+                self._wait_for_redis(exc)
+
+    def _wait_for_redis(self, exc: Exception) -> None:
+        since = getattr(self, "_redis_down_since", None) or time.monotonic()
+        self._redis_down_since = since
+        if time.monotonic() - since > REDIS_RETRY_S:
+            raise RuntimeError(f"Redis unreachable for {REDIS_RETRY_S:.0f} s: {exc}") from exc
+        log.warning("Redis unreachable (%s); retrying", exc)
+        time.sleep(1.0)
+
+
+def lag_of(progress: dict[str, Any]) -> dict[int, int]:
+    """Records behind the log end per partition, from a query progress report."""
+    lag: dict[int, int] = {}
+    for source in progress.get("sources", []):
+        latest, end = source.get("latestOffset"), source.get("endOffset")
+        if not latest or not end:
+            continue
+        latest_d, end_d = _offsets_json(latest), _offsets_json(end)
+        for topic, parts in latest_d.items():
+            for p, o in parts.items():
+                lag[int(p)] = int(o) - int(end_d.get(topic, {}).get(p, 0))
+    return lag
+
+
+def _offsets_json(value: Any) -> dict[str, dict[str, int]]:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _read_text(spark: SparkSession, uri: str) -> str:
+    """A small file through Hadoop's FileSystem, so the checkpoint may live on any supported store."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    stream = fs.open(path)
+    try:
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def print_progress(report: BatchReport, lag: dict[int, int]) -> None:
+    """The live line of `make speed`."""
+    rate = report.rows / report.seconds if report.seconds else 0.0
+    line = (
+        f"batch {report.batch_id}: {report.rows:,} rows in {report.seconds:.2f} s ({rate:,.0f} rows/s), "
+        f"lag {sum(lag.values()):,} records"
+    )
+    if sys.stdout.isatty():
+        print(f"\r{line:<100}", end="", flush=True)
+    else:
+        print(line, flush=True)

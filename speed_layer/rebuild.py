@@ -1,0 +1,43 @@
+"""Rebuild the realtime views from the log after Redis lost them.
+
+Realtime views are disposable: everything they hold is in the log at or past the active
+generations' cuts. The rebuild drops what is left of them, forgets the speed layer's commit and
+checkpoint, and runs the streaming job from the cuts (one dedup window earlier, to recognise
+re-sends) until it has caught up with the log end. The background job then continues from the new
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from config.settings import Settings
+from generations import keys
+from speed_layer.job import SpeedJob
+
+log = logging.getLogger(__name__)
+
+
+def rebuild(settings: Settings) -> None:
+    job = SpeedJob(settings)
+    active = job.registry.ensure_hot_copy()
+    stale = realtime_generations(job.redis) | set(active)
+    dropped = drop_generations(job.redis, stale)
+    job.redis.delete(keys.SPEED_COMMIT, keys.SPEED_STATS)
+    _delete_checkpoint(job)
+    log.info(
+        "rebuilding realtime views of generations %s (dropped %d stale keys of %s)",
+        sorted(active),
+        dropped,
+        sorted(stale),
+    )
+    job.run(available_now=True)
+
+
+def _delete_checkpoint(job: SpeedJob) -> None:
+    jvm = job.spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(job.settings.speed_checkpoint_uri)
+    fs = path.getFileSystem(job.spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    if fs.exists(path):
+        fs.delete(path, True)

@@ -1,0 +1,92 @@
+"""Realtime views in Redis: the speed layer's writer, and the teardown of a generation's keys.
+
+The sink follows the add/flush shape: :meth:`RealtimeSink.add` takes view rows (views.rows) of one
+micro-batch for one generation, :meth:`RealtimeSink.flush` queues every write into the pipeline of
+the micro-batch's commit transaction, so the increments land together with the batch id and end
+offsets or not at all.
+
+Page views are increments (HINCRBY), which commute. Sketches are not: a new sketch is the union of
+the stored one and the micro-batch's, so the sink reads the stored sketches first
+(:meth:`read_sketches`), outside the transaction. That read is safe because the speed job is the
+only writer of realtime keys, and the transaction that follows is guarded by WATCH on the
+generation registry and the commit record.
+
+Key layout: :mod:`generations.keys`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from generations import keys
+from views.sketches import union_bytes
+
+
+@dataclass
+class _Pending:
+    pv: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    sketches: dict[str, list[bytes]] = field(default_factory=lambda: defaultdict(list))
+
+
+class RealtimeSink:
+    """Accumulates one micro-batch's realtime writes; flushed inside the commit transaction."""
+
+    def __init__(self, ttl_s: int) -> None:
+        self.ttl_s = ttl_s
+        self._pending: dict[str, _Pending] = defaultdict(_Pending)
+        self._ranks: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self._gens: set[int] = set()
+        self._stored: dict[tuple[str, str], bytes | None] = {}
+
+    def add(self, gen: int, view: str, row: Any) -> None:
+        """One view row (key, day, pv, uv, sk, hours) of this micro-batch for generation ``gen``."""
+        key = keys.realtime_key(gen, view, row["key"], row["day"])
+        pending = self._pending[key]
+        pending.pv[keys.PV] += int(row["pv"])
+        pending.sketches[keys.SKETCH].append(bytes(row["sk"]))
+        for h in row["hours"]:
+            pending.pv[keys.hour_field(keys.PV, h["hour"])] += int(h["pv"])
+            pending.sketches[keys.hour_field(keys.SKETCH, h["hour"])].append(bytes(h["sk"]))
+        self._ranks[keys.realtime_rank_key(gen, view, row["day"])][row["key"]] += int(row["pv"])
+        self._gens.add(gen)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def read_sketches(self, client: redis.Redis) -> None:
+        """Fetch the stored sketches this batch will union into, in one pipelined round trip."""
+        wanted = [(key, list(p.sketches)) for key, p in self._pending.items()]
+        with client.pipeline(transaction=False) as pipe:
+            for key, fields in wanted:
+                pipe.hmget(key, fields)
+            replies = pipe.execute()
+        self._stored = {
+            (key, f): value
+            for (key, fields), values in zip(wanted, replies, strict=True)
+            for f, value in zip(fields, values, strict=True)
+        }
+
+    def flush(self, pipe: redis.client.Pipeline) -> int:
+        """Queue every write into ``pipe`` (in MULTI); returns the number of realtime keys written."""
+        for key, p in self._pending.items():
+            for f, n in p.pv.items():
+                pipe.hincrby(key, f, n)
+            pipe.hset(
+                key,
+                mapping={
+                    f: union_bytes([self._stored.get((key, f)), *parts]) or b""
+                    for f, parts in p.sketches.items()
+                },
+            )
+            pipe.expire(key, self.ttl_s)
+        for rank_key, counts in self._ranks.items():
+            for member, n in counts.items():
+                pipe.zincrby(rank_key, n, member)
+            pipe.expire(rank_key, self.ttl_s)
+        if self._gens:
+            pipe.sadd(keys.REALTIME_GENS, *sorted(self._gens))
+        return len(self._pending)

@@ -1,0 +1,295 @@
+"""The speed layer on real Kafka, Redis and FerretDB, against an oracle that re-reads the log.
+
+Every check compares realtime values with a recount of the events whose first copy sits at or past
+the generation's cut: counts exactly, sketches within their bounds. The crash tests kill the
+streaming process (JVM included) with SIGKILL at random moments, restart Redis, or flush it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from confluent_kafka import Producer
+
+from batch_layer.job import BatchJob
+from config.settings import Settings
+from contract import encode
+from generations import keys
+from ingest.producer import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
+from ingest.topics import log_end_offsets
+from speed_layer.job import SpeedJob
+from stack import control
+from tests.conftest import ROOT
+from tests.integration.conftest import (
+    assert_merged_matches,
+    assert_realtime_matches,
+    platform_env,
+    produce,
+    realtime_documents,
+    traffic,
+)
+from tests.oracle import first_copies, read_log, recount, recount_past
+
+BAD_RECORDS = [b"{not json", b'{"event_id":"x1","visitor_id":"v"}']
+
+
+def live(seed: int, total: int, **overrides: Any) -> Any:
+    """Live traffic (stamped now, some late and out of order) with duplicates and bad records."""
+    return traffic(seed, total, span_hours=0.0, **overrides)
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    return redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+
+
+def commit_of(settings: Settings) -> keys.SpeedCommit:
+    r = redis_client(settings)
+    try:
+        return keys.decode_commit(r.get(keys.SPEED_COMMIT))
+    except redis.ConnectionError:
+        return keys.SpeedCommit()
+    finally:
+        r.close()
+
+
+def wait_caught_up(settings: Settings, timeout: float = 180.0) -> None:
+    ends = log_end_offsets(settings)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if commit_of(settings).offsets == ends:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the speed layer did not catch up: {commit_of(settings)} vs {ends}")
+
+
+def served_cut(settings: Settings) -> tuple[int, dict[int, int]]:
+    r = redis_client(settings)
+    try:
+        served = keys.decode_served(r.get(keys.SERVED))
+    finally:
+        r.close()
+    return served.gen, served.cut
+
+
+def produce_raw(settings: Settings, payloads: list[bytes]) -> None:
+    """Records written straight to `events`, bypassing ingest's validation."""
+    raw = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    for payload in payloads:
+        raw.produce(settings.events_topic, payload)
+    assert raw.flush(30) == 0
+
+
+class SpeedProcess:
+    """``python -m speed_layer run`` as its own process group (the JVM is a child of it)."""
+
+    def __init__(self, settings: Settings, log_path: Any) -> None:
+        self.env = platform_env(settings)
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        out = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "speed_layer", "run"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(90)
+
+    def tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+
+@pytest.fixture
+def speed(platform: Settings, tmp_path: Any) -> Iterator[SpeedProcess]:
+    process = SpeedProcess(platform, tmp_path / "speed.out")
+    yield process
+    if process.proc is not None and process.proc.poll() is None:
+        os.killpg(process.proc.pid, signal.SIGKILL)
+        process.proc.wait(30)
+
+
+def produce_in_background(
+    settings: Settings, seeds: list[int], per_seed: int, pause_s: float
+) -> threading.Thread:
+    def run() -> None:
+        for seed in seeds:
+            produce(settings, live(seed, per_seed))
+            time.sleep(pause_s)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings, spark: Any) -> None:
+    """Re-sends of events below the cut, late events, out-of-order events and invalid records:
+    the realtime views of a generation hold exactly the events whose first copy is past its cut."""
+    first = produce(platform, live(seed=1, total=5_000))
+    batch = BatchJob(platform, spark)
+    try:
+        gen = batch.run().gen
+    finally:
+        batch.close()
+    produce(platform, live(seed=2, total=5_000))
+    produce(platform, [encode(e) for e in first[:1_000]])  # re-sends of events the batch views hold
+    produce_raw(platform, BAD_RECORDS)
+
+    SpeedJob(platform, spark).run(available_now=True)
+
+    served, cut = served_cut(platform)
+    assert served == gen and cut
+    log = read_log(platform.kafka_bootstrap, platform.events_topic)
+    assert_realtime_matches(realtime_documents(platform, gen), recount_past(log, cut))
+    assert_merged_matches(platform, recount(r.event for r in first_copies(log) if r.event))
+    assert commit_of(platform).offsets == log_end_offsets(platform)
+
+    from tests.integration.test_ingest_kafka import consume_all
+
+    rejects = [
+        m
+        for m in consume_all(platform, platform.dlq_topic)
+        if dict(m.headers())[DLQ_SOURCE_HEADER] == b"speed-layer"
+    ]
+    assert sorted(m.value() or b"" for m in rejects) == sorted(BAD_RECORDS)
+    assert all(dict(m.headers())[DLQ_REASON_HEADER].decode().endswith("(speed layer)") for m in rejects)
+
+    # A second run over the same checkpoint finds nothing new and changes nothing.
+    before = realtime_documents(platform, gen)
+    SpeedJob(platform, spark).run(available_now=True)
+    assert realtime_documents(platform, gen) == before
+
+
+def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
+    platform: Settings, speed: SpeedProcess
+) -> None:
+    rng = random.Random()
+    speed.start()
+    producer = produce_in_background(platform, seeds=list(range(10, 18)), per_seed=3_000, pause_s=0.7)
+    for _ in range(3):
+        committed = commit_of(platform).batch_id
+        deadline = time.monotonic() + 120
+        while commit_of(platform).batch_id <= committed:  # it is up and committing
+            assert time.monotonic() < deadline, speed.tail()
+            time.sleep(0.2)
+        time.sleep(rng.uniform(0.0, 1.5))
+        speed.kill()
+        speed.start()
+    producer.join(120)
+    wait_caught_up(platform)
+    assert speed.stop() == 0, speed.tail()
+
+    log = read_log(platform.kafka_bootstrap, platform.events_topic)
+    assert_realtime_matches(realtime_documents(platform, 0), recount_past(log, {}))
+
+
+def test_a_redis_restart_mid_run_loses_nothing(platform: Settings, speed: SpeedProcess) -> None:
+    speed.start()
+    producer = produce_in_background(platform, seeds=[20, 21, 22, 23], per_seed=3_000, pause_s=0.5)
+    deadline = time.monotonic() + 120
+    while commit_of(platform).batch_id < 1:
+        assert time.monotonic() < deadline, speed.tail()
+        time.sleep(0.2)
+    control.down(platform, ["redis"])
+    time.sleep(2.0)
+    control.up(platform, ["redis"])
+    producer.join(120)
+    wait_caught_up(platform)
+    assert speed.stop() == 0, speed.tail()
+
+    log = read_log(platform.kafka_bootstrap, platform.events_topic)
+    assert_realtime_matches(realtime_documents(platform, 0), recount_past(log, {}))
+
+
+def test_a_flushed_redis_stops_the_job_and_rebuild_realtime_restores_the_views(
+    platform: Settings, spark: Any, speed: SpeedProcess
+) -> None:
+    produce(platform, live(seed=30, total=3_000))
+    batch = BatchJob(platform, spark)
+    try:
+        gen = batch.run().gen
+    finally:
+        batch.close()
+    speed.start()
+    producer = produce_in_background(platform, seeds=[31, 32, 33], per_seed=3_000, pause_s=0.5)
+    deadline = time.monotonic() + 120
+    while commit_of(platform).batch_id < 1:
+        assert time.monotonic() < deadline, speed.tail()
+        time.sleep(0.2)
+    r = redis_client(platform)
+    r.flushdb()
+    r.close()
+    producer.join(120)
+    # The next micro-batch finds its predecessor's commit gone and refuses to count on top of it.
+    assert speed.proc is not None and speed.proc.wait(120) == 3, speed.tail()
+    assert "make rebuild-realtime" in speed.tail()
+
+    rebuild = subprocess.run(
+        [sys.executable, "-m", "speed_layer", "rebuild"],
+        cwd=ROOT,
+        env=platform_env(platform),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rebuild.returncode == 0, rebuild.stdout[-2000:] + rebuild.stderr[-3000:]
+    assert commit_of(platform).offsets == log_end_offsets(platform)
+    served, cut = served_cut(platform)
+    assert served == gen
+    log = read_log(platform.kafka_bootstrap, platform.events_topic)
+    assert_realtime_matches(realtime_documents(platform, gen), recount_past(log, cut))
+    assert_merged_matches(platform, recount(r.event for r in first_copies(log) if r.event))
+
+
+def test_batch_generations_at_random_moments_merge_exactly_with_the_realtime_views(
+    platform: Settings, spark: Any, speed: SpeedProcess
+) -> None:
+    """The product's promise: at every quiescent moment, served batch views + realtime views of
+    the same generation equal a recount of every event in the log, while batch runs open and
+    publish generations at random moments during continuous traffic."""
+    rng = random.Random()
+    speed.start()
+    batch = BatchJob(platform, spark)
+    try:
+        seed, sent = 100, []
+        for round_ in range(3):
+            producer = produce_in_background(
+                platform, seeds=[seed, seed + 1, seed + 2], per_seed=2_000, pause_s=0.4
+            )
+            seed += 3
+            time.sleep(rng.uniform(0.0, 2.0))
+            summary = batch.run()  # opens its cut while events flow and the speed layer commits
+            producer.join(120)
+            if round_ == 1:
+                sent = produce(platform, [encode(e) for e in sent])  # re-sends below the newest cut
+            wait_caught_up(platform)
+            served, _ = served_cut(platform)
+            assert served == summary.gen
+            log = read_log(platform.kafka_bootstrap, platform.events_topic)
+            assert_merged_matches(platform, recount(r.event for r in first_copies(log) if r.event))
+    finally:
+        batch.close()
+    assert speed.stop() == 0, speed.tail()
