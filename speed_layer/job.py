@@ -39,6 +39,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import redis
+from py4j.protocol import Py4JError
 from pymongo import MongoClient
 
 from config.settings import Settings
@@ -215,6 +216,12 @@ class SpeedJob:
             exc = query.exception()
             if exc is not None:
                 raise RuntimeError(f"the speed layer query failed: {exc}")
+        except Py4JError:
+            if not self._stop.is_set():
+                raise
+            # Ctrl-C reaches the whole process group: the JVM may be gone before the query could
+            # stop. Nothing is lost, the uncommitted batch is replayed on the next start.
+            log.warning("Spark went away while stopping; the batch in flight is replayed on restart")
         finally:
             self.close()
 
@@ -403,7 +410,14 @@ def lag_of(progress: dict[str, Any]) -> dict[int, int]:
 
 
 def _offsets_json(value: Any) -> dict[str, dict[str, int]]:
-    return json.loads(value) if isinstance(value, str) else value
+    """Offsets in a progress report: a JSON string, a dict, or empty before the first batch."""
+    if isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value) if isinstance(value, str) and value else {}
+    except json.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _read_text(spark: SparkSession, uri: str) -> str:

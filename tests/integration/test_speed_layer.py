@@ -116,7 +116,7 @@ class SpeedProcess:
     def stop(self) -> int:
         assert self.proc is not None
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.send_signal(signal.SIGTERM)  # the job stops its query between two batches
         return self.proc.wait(90)
 
     def tail(self) -> str:
