@@ -143,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 3
     except Exception as exc:
-        if "RealtimeStateLost" in str(exc):
-            log.error("realtime views lost writes; run `make rebuild-realtime`: %s", exc)
+        # Raised inside foreachBatch, it arrives wrapped by Spark: find its own line.
+        lost = [line for line in str(exc).splitlines() if "RealtimeStateLost:" in line]
+        if lost:
+            log.error("%s", lost[0].split("RealtimeStateLost:", 1)[1].strip())
             return 3
         raise
 

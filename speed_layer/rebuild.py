@@ -13,6 +13,7 @@ import logging
 
 from config.settings import Settings
 from generations import keys
+from generations.realtime import drop_generations, realtime_generations
 from speed_layer.job import SpeedJob
 
 log = logging.getLogger(__name__)
