@@ -20,7 +20,8 @@ SEED   ?=
 FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
-	test test-unit lint bench clean-var
+	speed speed-start speed-stop speed-status rebuild-realtime \
+	test test-unit lint bench bench-speed clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -61,6 +62,23 @@ recompute: ## rebuild every batch view from the full master dataset (after fixin
 batch-loop: ## scheduled incremental batch runs every INTERVAL seconds (default 300)
 	@$(PY) -m batch_layer loop --interval $(or $(INTERVAL),300)
 
+speed: ## the streaming job in the foreground (live line: rows/s, batch duration, lag)
+	@$(PY) -m speed_layer run
+
+speed-start: ## the streaming job in the background (log: var/log/speed.log)
+	@$(PY) -m speed_layer start
+
+speed-stop: ## stop the background streaming job between two micro-batches
+	@$(PY) -m speed_layer stop
+
+speed-status: ## the streaming job and its last committed micro-batch
+	@$(PY) -m speed_layer status
+
+rebuild-realtime: ## after Redis lost data: rebuild the realtime views from the log, then restart the job
+	@was_running=$$($(PY) -m speed_layer status | grep -c "running, pid"); \
+	$(PY) -m speed_layer stop >/dev/null; \
+	$(PY) -m speed_layer rebuild && if [ "$$was_running" = 1 ]; then $(PY) -m speed_layer start; fi
+
 generations: ## list generations and the master dataset
 	@$(PY) -m batch_layer status
 
@@ -80,6 +98,10 @@ lint: ## ruff and mypy
 bench: ## run the benchmarks; results go to bench/results/*.json
 	@$(PY) -m bench.ingest
 	@$(PY) -m bench.batch
+	@$(PY) -m bench.speed
+
+bench-speed: ## the speed layer benchmark alone (sustained events/s, freshness p50/p95)
+	@$(PY) -m bench.speed
 
 clean-var: down ## stop the stack and delete var/ (all local data!)
 	@rm -rf var

@@ -14,7 +14,7 @@ from generations import keys
 
 
 def realtime_generations(client: redis.Redis) -> set[int]:
-    return {int(g) for g in client.smembers(keys.REALTIME_GENS)}  # type: ignore[union-attr]
+    return {int(g) for g in client.smembers(keys.REALTIME_GENS)}
 
 
 def drop_generations(client: redis.Redis, gens: Iterable[int]) -> int:
@@ -25,9 +25,9 @@ def drop_generations(client: redis.Redis, gens: Iterable[int]) -> int:
         for key in client.scan_iter(match=keys.realtime_pattern(gen), count=1000):
             batch.append(key)
             if len(batch) >= 1000:
-                deleted += int(client.unlink(*batch))  # type: ignore[arg-type]
+                deleted += int(client.unlink(*batch))
                 batch.clear()
         if batch:
-            deleted += int(client.unlink(*batch))  # type: ignore[arg-type]
+            deleted += int(client.unlink(*batch))
         client.srem(keys.REALTIME_GENS, gen)
     return deleted

@@ -74,7 +74,8 @@ def stop_background(settings: Settings, timeout: float = 60.0) -> bool:
         time.sleep(0.2)
     else:
         print(
-            f"the speed layer did not stop within {timeout:.0f} s: killing it (the next run replays its batch)"
+            f"the speed layer did not stop within {timeout:.0f} s: killing it "
+            "(the next run replays its batch)"
         )
         os.kill(pid, signal.SIGKILL)
     pid_file(settings).unlink(missing_ok=True)
@@ -98,7 +99,8 @@ def status(settings: Settings) -> None:
     print(f"committed batch {commit.batch_id}, offsets {commit.offsets}")
     if stats:
         print(
-            f"last batch at {stats['at']}: {stats['rows']:,} rows in {stats['seconds']} s, lag {stats['lag']}, "
+            f"last batch at {stats['at']}: {stats['rows']:,} rows in {stats['seconds']} s, "
+            f"lag {stats['lag']}, "
             f"generations {stats.get('generations')}, invalid records so far {stats['invalid_total']:,}"
         )
 

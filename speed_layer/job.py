@@ -39,7 +39,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import redis
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pymongo import MongoClient
 
 from config.settings import Settings
@@ -55,7 +55,7 @@ from views.visits import visits
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,13 @@ class SpeedJob:
         )
 
     def start(self, available_now: bool = False) -> StreamingQuery:
+        # The dedup state holds one key per event of the window: RocksDB keeps it off the JVM heap
+        # (a checkpoint's state store provider is fixed when the checkpoint is created).
+        self.spark.conf.set(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        self.spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         active = self.registry.ensure_hot_copy()
         start = starting_offsets(self.settings, self.registry, active)
         log.info("active generations %s; a fresh checkpoint starts at %s", active, start or "the log start")
@@ -200,7 +207,7 @@ class SpeedJob:
         shown: BatchReport | None = None
         try:
             while query.isActive and not self._stop.is_set():
-                query.awaitTermination(1.0)
+                query.awaitTermination(1)
                 progress = query.lastProgress
                 if progress:
                     self._lag = lag_of(progress)
@@ -303,7 +310,7 @@ class SpeedJob:
         while True:
             try:
                 with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.watch(keys.ACTIVE, keys.SPEED_COMMIT)
+                    pipe.watch(keys.ACTIVE, keys.SPEED_COMMIT)  # type: ignore[no-untyped-call]
                     # Checked again under WATCH: Redis may have been flushed since the first look.
                     if self._committed(
                         keys.decode_commit(pipe.get(keys.SPEED_COMMIT)), batch_id, prev_offsets
@@ -425,7 +432,7 @@ def _read_text(spark: SparkSession, uri: str) -> str:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     stream = fs.open(path)
     try:
         return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))

@@ -39,6 +39,6 @@ def _delete_checkpoint(job: SpeedJob) -> None:
     jvm = job.spark.sparkContext._jvm
     assert jvm is not None
     path = jvm.org.apache.hadoop.fs.Path(job.settings.speed_checkpoint_uri)
-    fs = path.getFileSystem(job.spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    fs = path.getFileSystem(job.spark.sparkContext._jsc.hadoopConfiguration())
     if fs.exists(path):
         fs.delete(path, True)

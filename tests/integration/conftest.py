@@ -158,7 +158,7 @@ def realtime_documents(settings: Settings, gen: int) -> dict[str, dict[tuple[str
                 continue
             view, _, rest = name.removeprefix(f"{keys.REALTIME_PREFIX}{gen}:").partition(":")
             day, _, key = rest.partition("|")
-            h = {k.decode(): v for k, v in r.hgetall(raw_key).items()}  # type: ignore[union-attr]
+            h = {k.decode(): v for k, v in r.hgetall(raw_key).items()}
             out.setdefault(view, {})[(key, day)] = {
                 "pv": int(h.get(keys.PV, 0)),
                 "h_pv": [int(h.get(keys.hour_field(keys.PV, i), 0)) for i in range(24)],

@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 
 from batch_layer.job import BatchJob
 from config.settings import Settings
-from contract import encode
+from contract import PageView, encode
 from generations import keys
 from ingest.producer import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from ingest.topics import log_end_offsets
@@ -120,7 +120,7 @@ class SpeedProcess:
         return self.proc.wait(90)
 
     def tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-3000:]
+        return str(self.log_path.read_text(errors="replace")[-3000:])
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ def test_batch_generations_at_random_moments_merge_exactly_with_the_realtime_vie
     speed.start()
     batch = BatchJob(platform, spark)
     try:
-        seed, sent = 100, []
+        seed, sent = 100, list[PageView]()
         for round_ in range(3):
             producer = produce_in_background(
                 platform, seeds=[seed, seed + 1, seed + 2], per_seed=2_000, pause_s=0.4
