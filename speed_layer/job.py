@@ -241,7 +241,7 @@ class SpeedJob:
         end_offsets = self._batch_offsets(batch_id)
         prev_offsets = self._batch_offsets(batch_id - 1) if batch_id > 0 else None
         stored = keys.decode_commit(self._redis_call(lambda: self.redis.get(keys.SPEED_COMMIT)))
-        if self._committed(stored, batch_id, prev_offsets):
+        if already_committed(stored, batch_id, prev_offsets):
             report.skipped = True
             log.info("batch %d was committed before a restart: skipped", batch_id)
             self.last = report
@@ -279,18 +279,6 @@ class SpeedJob:
             ", ".join(f"{k} {v:.2f} s" for k, v in report.phases.items()),
         )
 
-    def _committed(self, commit: keys.SpeedCommit, batch_id: int, prev_offsets: Offsets | None) -> bool:
-        """Whether ``batch_id`` is already in Redis; raises if Redis lost earlier batches."""
-        if commit.batch_id >= batch_id:
-            return True
-        if batch_id > 0 and (commit.batch_id != batch_id - 1 or commit.offsets != prev_offsets):
-            raise RealtimeStateLost(
-                f"Redis holds the speed layer's commit of batch {commit.batch_id} (offsets "
-                f"{commit.offsets}) but the checkpoint is at batch {batch_id - 1} (offsets "
-                f"{prev_offsets}): realtime views lost writes. Run `make rebuild-realtime`."
-            )
-        return False
-
     def _commit(
         self,
         valid: DataFrame | None,
@@ -312,7 +300,7 @@ class SpeedJob:
                 with self.redis.pipeline(transaction=True) as pipe:
                     pipe.watch(keys.ACTIVE, keys.SPEED_COMMIT)  # type: ignore[no-untyped-call]
                     # Checked again under WATCH: Redis may have been flushed since the first look.
-                    if self._committed(
+                    if already_committed(
                         keys.decode_commit(pipe.get(keys.SPEED_COMMIT)), batch_id, prev_offsets
                     ):
                         return 0, []
@@ -400,6 +388,23 @@ class SpeedJob:
             raise RuntimeError(f"Redis unreachable for {REDIS_RETRY_S:.0f} s: {exc}") from exc
         log.warning("Redis unreachable (%s); retrying", exc)
         time.sleep(1.0)
+
+
+def already_committed(commit: keys.SpeedCommit, batch_id: int, prev_offsets: Offsets | None) -> bool:
+    """Whether ``batch_id`` is in Redis already (a replay after a crash: skip it).
+
+    Raises :class:`RealtimeStateLost` when Redis' commit is not the batch right before this one:
+    Redis was flushed or restarted from an old file, and counting on would leave a hole.
+    """
+    if commit.batch_id >= batch_id:
+        return True
+    if batch_id > 0 and (commit.batch_id != batch_id - 1 or commit.offsets != prev_offsets):
+        raise RealtimeStateLost(
+            f"Redis holds the speed layer's commit of batch {commit.batch_id} (offsets "
+            f"{commit.offsets}) but the checkpoint is at batch {batch_id - 1} (offsets "
+            f"{prev_offsets}): realtime views lost writes. Run `make rebuild-realtime`."
+        )
+    return False
 
 
 def lag_of(progress: dict[str, Any]) -> dict[int, int]:
