@@ -1,0 +1,219 @@
+"""Dependencies of the routes: the services of the app, and the query parameters every query shares.
+
+Parameter checks that need more than a type (a URL that must normalise, a range that must be
+whole hours and not too long, an offsets token) raise InvalidQuery naming the parameter; the app
+turns that into a 422 of the same shape as FastAPI's own validation errors.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, Query, Request
+from pymongo import AsyncMongoClient
+from redis.asyncio import Redis
+
+from api.events import EventIngest
+from api.kafka import KafkaProbe
+from api.metrics import ApiMetrics
+from config.settings import Settings
+from contract import normalize_url, site_of
+from serving_layer import (
+    SITE_VIEW,
+    URL_VIEW,
+    Granularity,
+    InvalidQuery,
+    QueryEngine,
+    ReadAfter,
+    check_range,
+)
+from serving_layer.consistency import decode_token
+from serving_layer.tiling import HOUR
+
+
+@dataclass
+class Services:
+    """Everything the app holds for its lifetime (built in api.app's lifespan)."""
+
+    settings: Settings
+    engine: QueryEngine
+    ingest: EventIngest
+    kafka: KafkaProbe
+    metrics: ApiMetrics
+    mongo: AsyncMongoClient[dict[str, object]]
+    redis: Redis
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_settings(services: ServicesDep) -> Settings:
+    return services.settings
+
+
+def get_engine(services: ServicesDep) -> QueryEngine:
+    return services.engine
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+EngineDep = Annotated[QueryEngine, Depends(get_engine)]
+
+
+# --- what a query is about -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    view: str
+    key: str
+
+
+def normalize_site(raw: str) -> str:
+    """A site as the views key it: the host (with a non-default port) of ``shop.example.com`` or
+    ``https://shop.example.com``."""
+    url = normalize_url(raw if "://" in raw else f"https://{raw}")
+    if url.split("/", 3)[3:] not in ([], [""]):
+        raise ValueError("must be a host (shop.example.com) or an origin, without a path")
+    return site_of(url)
+
+
+def get_target(
+    url: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="The page (normalised like ingested events). Give `url` or `site`.",
+            examples=["https://shop.example.com/cart"],
+        ),
+    ] = None,
+    site: Annotated[
+        str | None,
+        Query(
+            max_length=300,
+            description="Site-wide answer for this host (or origin) instead of one page.",
+            examples=["shop.example.com"],
+        ),
+    ] = None,
+) -> Target:
+    if url is not None and site is not None:
+        raise InvalidQuery("site", "give either url or site, not both")
+    if url is not None:
+        try:
+            return Target(URL_VIEW, normalize_url(url))
+        except ValueError as exc:
+            raise InvalidQuery("url", str(exc)) from None
+    if site is not None:
+        try:
+            return Target(SITE_VIEW, normalize_site(site))
+        except ValueError as exc:
+            raise InvalidQuery("site", str(exc)) from None
+    raise InvalidQuery("url", "give url (one page) or site (site-wide)")
+
+
+TargetDep = Annotated[Target, Depends(get_target)]
+
+
+# --- the time range --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TimeRange:
+    start: datetime
+    end: datetime
+    granularity: Granularity
+
+
+def _utc(value: datetime) -> datetime:
+    """Naive times are UTC; aware ones are converted to UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _next_hour(now: datetime) -> datetime:
+    return now.replace(minute=0, second=0, microsecond=0) + HOUR
+
+
+def get_range(
+    settings: SettingsDep,
+    from_: Annotated[
+        datetime | None,
+        Query(
+            alias="from",
+            description="Start (inclusive), ISO 8601, a whole UTC hour; naive times are UTC. "
+            "Default: `to` minus one day (hour granularity) or seven days (day granularity).",
+            examples=["2026-11-20T00:00:00Z"],
+        ),
+    ] = None,
+    to: Annotated[
+        datetime | None,
+        Query(
+            description="End (exclusive), a whole hour. Default: the end of the current hour.",
+            examples=["2026-11-21T00:00:00Z"],
+        ),
+    ] = None,
+    granularity: Annotated[Granularity, Query(description="Series bucket size.")] = Granularity.HOUR,
+) -> TimeRange:
+    end = _utc(to) if to is not None else _next_hour(datetime.now(UTC))
+    span = timedelta(days=1) if granularity is Granularity.HOUR else timedelta(days=7)
+    start = _utc(from_) if from_ is not None else end - span
+    check_range(start, end, settings.api_max_range_days)
+    return TimeRange(start, end, granularity)
+
+
+RangeDep = Annotated[TimeRange, Depends(get_range)]
+
+
+# --- read your writes ------------------------------------------------------------------------------
+async def get_read_after(
+    services: ServicesDep,
+    after: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="Offsets token from POST /v1/events: answer only once those events are "
+            "included (or 504 when `wait_ms` runs out).",
+        ),
+    ] = None,
+    wait_ms: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            description="How long to wait for `after` (default from settings). Without `after`: wait "
+            "until every event in the log at the time of the request is included.",
+        ),
+    ] = None,
+) -> ReadAfter | None:
+    settings = services.settings
+    if wait_ms is not None and wait_ms > settings.api_max_wait_ms:
+        raise InvalidQuery("wait_ms", f"must be at most {settings.api_max_wait_ms}")
+    if after is not None:
+        wait = settings.api_default_wait_ms if wait_ms is None else wait_ms
+        return ReadAfter(decode_token(after), wait / 1000)
+    if wait_ms:
+        return ReadAfter(await services.kafka.end_offsets(), wait_ms / 1000)
+    return None
+
+
+ReadAfterDep = Annotated[ReadAfter | None, Depends(get_read_after)]
+
+
+# --- writes ----------------------------------------------------------------------------------------
+def require_api_key(
+    settings: SettingsDep,
+    x_api_key: Annotated[
+        str | None, Header(description="Required when the server sets LAMBDA_API_KEY.")
+    ] = None,
+) -> None:
+    expected = settings.api_key
+    if expected is None:
+        return
+    if x_api_key is None or not secrets.compare_digest(
+        x_api_key.encode(), expected.get_secret_value().encode()
+    ):
+        raise HTTPException(401, "X-API-Key: missing or wrong", headers={"WWW-Authenticate": "ApiKey"})
+
+
+ApiKeyDep = Annotated[None, Depends(require_api_key)]
