@@ -22,7 +22,10 @@ from serving_layer.model import BatchDoc, GenerationInfo, Served, SpeedCommit
 from tests.oracle import Bucket, dedup, recount
 
 LG_K = 12
-VIEW_KEYS: dict[str, Callable[[PageView], str]] = {"url_traffic": lambda e: e.url, "site_traffic": lambda e: site_of(e.url)}
+VIEW_KEYS: dict[str, Callable[[PageView], str]] = {
+    "url_traffic": lambda e: e.url,
+    "site_traffic": lambda e: site_of(e.url),
+}
 
 
 @dataclass(frozen=True)
@@ -115,18 +118,28 @@ def load_memory(
     realtime.commit = SpeedCommit(0, dict(commit))
 
 
-def write_realtime(client: redis.Redis, gen: int, events: Iterable[PageView], commit: SpeedCommit) -> None:
-    """Replace generation ``gen``'s realtime views by those of ``events`` and record ``commit``, in
-    one transaction (as the speed layer commits a micro-batch)."""
-    with client.pipeline(transaction=True) as pipe:
-        for view, buckets in recount(events).items():
-            for (key, day), b in buckets.items():
-                name = keys.realtime_key(gen, view, key, day)
-                pipe.delete(name)
-                pipe.hset(name, mapping=dict(realtime_fields(b)))
-                pipe.zadd(keys.realtime_rank_key(gen, view, day), {key: b.pv})
-        pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(commit.batch_id, commit.offsets)))
-        pipe.execute()
+def commit_realtime(client: redis.Redis, logged: Sequence[Logged], upto: dict[int, int]) -> None:
+    """Stand-in for one speed-layer micro-batch commit: for every active generation, its realtime
+    views of the events at or above its cut and below ``upto``, written with the commit record in
+    one transaction under WATCH of the active set (as the generation handshake requires)."""
+
+    def attempt(pipe: redis.client.Pipeline) -> None:
+        active = keys.decode_active(pipe.get(keys.ACTIVE))
+        previous = keys.decode_commit(pipe.get(keys.SPEED_COMMIT))
+        pipe.multi()
+        for gen, cut in active.items():
+            events = [
+                x.event for x in logged if cut.get(x.partition, 0) <= x.offset < upto.get(x.partition, 0)
+            ]
+            for view, buckets in recount(events).items():
+                for (key, day), b in buckets.items():
+                    name = keys.realtime_key(gen, view, key, day)
+                    pipe.delete(name)
+                    pipe.hset(name, mapping=dict(realtime_fields(b)))
+                    pipe.zadd(keys.realtime_rank_key(gen, view, day), {key: b.pv})
+        pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(previous.batch_id + 1, dict(upto))))
+
+    client.transaction(attempt, keys.ACTIVE, keys.SPEED_COMMIT)
 
 
 def count(

@@ -117,3 +117,8 @@ def assert_sketch_covers(raw: bytes, exact: int) -> None:
         exact,
         sketch.get_upper_bound(3),
     )
+
+
+# The serving tests' fixtures (platforms with a served generation) live in their own module,
+# imported last because it uses the helpers above.
+from tests.integration.serving_fixtures import bare, served  # noqa: E402, F401
