@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 import redis
+from confluent_kafka import KafkaException
 from pymongo import MongoClient
 
 from batch_layer.job import BatchJob
@@ -52,6 +54,7 @@ def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: A
     r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=redis_db)
     r.flushdb()
     ensure_topics(settings)
+    _wait_for_leaders(settings)
     try:
         yield settings
     finally:
@@ -62,6 +65,19 @@ def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: A
         with contextlib.suppress(redis.RedisError):
             r.flushdb()
         r.close()
+
+
+def _wait_for_leaders(settings: Settings, timeout: float = 30.0) -> None:
+    """A new topic answers offset requests only once its partitions have leaders."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            log_end_offsets(settings)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def read_log(settings: Settings) -> list[Logged]:
