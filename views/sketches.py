@@ -51,4 +51,6 @@ def estimate(sketches: Iterable[bytes | None], bounds_sd: int = 2) -> Estimate:
     merged = union(sketches)
     if merged is None:
         return Estimate(0.0, 0.0, 0.0)
-    return Estimate(merged.get_estimate(), merged.get_lower_bound(bounds_sd), merged.get_upper_bound(bounds_sd))
+    return Estimate(
+        merged.get_estimate(), merged.get_lower_bound(bounds_sd), merged.get_upper_bound(bounds_sd)
+    )
