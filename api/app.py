@@ -51,9 +51,11 @@ def build_services(settings: Settings) -> Services:
         settings.mongo_url,
         serverSelectionTimeoutMS=timeout_ms,
         connectTimeoutMS=timeout_ms,
-        socketTimeoutMS=timeout_ms * 5,
+        socketTimeoutMS=int(settings.api_mongo_read_timeout_s * 1000),
     )
-    batch = MongoBatchReader(mongo, settings.mongo_db, settings.api_cache_mb * 1024 * 1024)
+    batch = MongoBatchReader(
+        mongo, settings.mongo_db, settings.api_cache_mb * 1024 * 1024, settings.api_mongo_concurrency
+    )
     redis_client = connect(settings)
     engine = QueryEngine(
         batch,

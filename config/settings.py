@@ -107,7 +107,11 @@ class Settings(BaseSettings):
     api_cache_mb: int = Field(
         256, ge=0, description="In-process cache of batch documents (immutable per generation)."
     )
-    api_mongo_timeout_ms: int = Field(2000, ge=1, description="MongoDB server selection / socket timeout.")
+    api_mongo_timeout_ms: int = Field(2000, ge=1, description="MongoDB server selection / connect timeout.")
+    api_mongo_read_timeout_s: float = Field(
+        60.0, gt=0, description="Longest wait for one batch document (see serving_layer.mongo)."
+    )
+    api_mongo_concurrency: int = Field(4, ge=1, description="Batch documents read from MongoDB at once.")
     api_redis_timeout_ms: int = Field(500, ge=1, description="Redis connect and read timeout.")
     api_kafka_timeout_s: float = Field(5.0, gt=0, description="Kafka timeouts of /v1/status, /readyz.")
     api_produce_timeout_s: float = Field(10.0, gt=0, description="Longest wait for Kafka to ack a POST.")

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from contract import site_of
 from generations.keys import PV, SKETCH, hour_field
@@ -247,15 +248,12 @@ class QueryEngine:
         return {ref[2]: doc for ref, doc in zip(refs, docs, strict=True) if doc is not None}
 
     async def _series_data(
-        self, q: SeriesQuery, tiles: Sequence[Tile], kind: str, after: ReadAfter | None
+        self, q: SeriesQuery, kind: str, after: ReadAfter | None
     ) -> tuple[_Snapshot, dict[str, BatchDoc], dict[str, dict[str, bytes]]]:
-        """The realtime fields (``kind`` "pv" or "sk") and batch documents of the tiles' days."""
-        hourly = PV_HOURS if kind == PV else SK_HOURS
-        fields: dict[str, set[str]] = {}
-        for t in tiles:
-            fields.setdefault(t.day, set()).add(kind if t.hour is None else hourly[t.hour])
-        days = sorted(fields)
-        reads = [HashRead(q.view, q.key, d, tuple(sorted(fields[d]))) for d in days]
+        """The realtime fields (``kind`` "pv" or "sk") and batch documents a series query needs."""
+        plan = _read_plan(q.start, q.end, q.granularity, kind)
+        days = [day for day, _ in plan]
+        reads = [HashRead(q.view, q.key, day, fields) for day, fields in plan]
         snap = await self._snapshot(reads, (), after)
         docs = await self._documents(q.view, q.key, days, snap.gen)
         return snap, docs, dict(zip(days, snap.hashes, strict=True))
@@ -272,9 +270,9 @@ class QueryEngine:
             if served is None:
                 raise NothingServed("no generation has been published yet") from None
             return ServingState(served, None, None, str(exc))
-        gen = (
-            await self.batch.generation(rt.served.gen) if rt.served else await self.batch.served_generation()
-        )
+        if rt.served is not None:
+            return ServingState(await self.batch.generation(rt.served.gen), rt.commit, stats, None)
+        gen = await self.batch.served_generation()  # Redis lost its copy of the pointer
         if gen is None:
             raise NothingServed("no generation has been published yet")
         return ServingState(gen, rt.commit, stats, None)
@@ -282,7 +280,7 @@ class QueryEngine:
     # --- queries --------------------------------------------------------------------------------
     async def pageviews(self, q: SeriesQuery, after: ReadAfter | None = None) -> PageviewsAnswer:
         series_buckets = buckets(q.start, q.end, q.granularity)
-        snap, docs, rt = await self._series_data(q, [t for b in series_buckets for t in b.tiles], PV, after)
+        snap, docs, rt = await self._series_data(q, PV, after)
         series = []
         for b in series_buckets:
             n = 0
@@ -298,9 +296,7 @@ class QueryEngine:
     async def unique_visitors(self, q: SeriesQuery, after: ReadAfter | None = None) -> UniqueVisitorsAnswer:
         series_buckets = buckets(q.start, q.end, q.granularity)
         whole = tile(q.start, q.end)
-        snap, docs, rt = await self._series_data(
-            q, [*whole, *(t for b in series_buckets for t in b.tiles)], SKETCH, after
-        )
+        snap, docs, rt = await self._series_data(q, SKETCH, after)
         series = [(b.start, _distinct(b.tiles, docs, rt)) for b in series_buckets]
         return UniqueVisitorsAnswer(q, series, _distinct(whole, docs, rt), snap.coverage)
 
@@ -324,6 +320,23 @@ class QueryEngine:
         start = floor_day(q.start)
         end = floor_day(q.end) + (DAY if q.end != floor_day(q.end) else timedelta(0))
         return TopAnswer(q, start, end, [(k, v) for k, v in best if v > 0], snap.coverage)
+
+
+@lru_cache(maxsize=4096)
+def _read_plan(
+    start: datetime, end: datetime, granularity: Granularity, kind: str
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per day, the realtime fields a series query reads: the series' tiles, plus for unique
+    visitors the coarsest tiling of the whole range (its union). Cached like the tiling."""
+    tiles = [t for b in buckets(start, end, granularity) for t in b.tiles]
+    hourly = PV_HOURS
+    if kind == SKETCH:
+        tiles += tile(start, end)
+        hourly = SK_HOURS
+    fields: dict[str, set[str]] = {}
+    for t in tiles:
+        fields.setdefault(t.day, set()).add(kind if t.hour is None else hourly[t.hour])
+    return tuple((day, tuple(sorted(fields[day]))) for day in sorted(fields))
 
 
 def _distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]) -> Distinct:

@@ -1,9 +1,14 @@
 """BatchReader on MongoDB (FerretDB locally): published generations and their batch documents.
 
-Every read is a ``find_one`` by ``_id``: the one lookup FerretDB on SQLite serves fast (~3 ms;
-any other filter scans the collection). The documents of a query are fetched concurrently, and
-everything read is cached in process: generations once published and batch documents never
-change (see serving_layer.cache).
+Every read is a ``find_one`` by ``_id``, the only lookup a MongoDB-protocol server can be expected
+to serve from an index. Everything read is cached in process: generations once published and batch
+documents never change (see serving_layer.cache), so a document is read once per process.
+
+Misses are fetched concurrently, but at most ``max_concurrent`` at a time and once per document
+even when many queries miss it together (single flight): FerretDB 1.24 on SQLite does not use its
+``_id`` index for ``find`` (its query says ``->'$._id'``, its index ``->"_id"``), so each read
+scans the collection (~0.8 s for 63K documents), and a burst of cold queries would otherwise pile
+up scans until every one of them times out.
 """
 
 from __future__ import annotations
@@ -43,12 +48,20 @@ def generation_info(doc: dict[str, Any]) -> GenerationInfo:
 
 
 class MongoBatchReader:
-    def __init__(self, client: AsyncMongoClient[dict[str, Any]], db_name: str, cache_bytes: int) -> None:
+    def __init__(
+        self,
+        client: AsyncMongoClient[dict[str, Any]],
+        db_name: str,
+        cache_bytes: int,
+        max_concurrent: int = 4,
+    ) -> None:
         self.client = client
         self.db = client[db_name]
         self.documents_cache: LruCache[BatchDoc | None] = LruCache(cache_bytes)
         self.rankings_cache: LruCache[list[tuple[str, int]]] = LruCache(cache_bytes // 4)
         self._generations: dict[int, GenerationInfo] = {}
+        self._reads = asyncio.Semaphore(max_concurrent)
+        self._in_flight: dict[tuple[str, int, str, str], asyncio.Future[BatchDoc | None]] = {}
 
     async def _call(self, aw: Awaitable[T]) -> T:
         try:
@@ -83,21 +96,29 @@ class MongoBatchReader:
             else:
                 missing.append(i)
         if missing:
-            fetched = await self._call(
-                asyncio.gather(
-                    *(
-                        self.db[collection_name(view, refs[i][0])].find_one(
-                            {"_id": document_id(refs[i][1], refs[i][2])}
-                        )
-                        for i in missing
-                    )
-                )
-            )
-            for i, raw in zip(missing, fetched, strict=True):
-                doc = None if raw is None else BatchDoc.from_document(raw)
-                cache.put((view, *refs[i]), doc, 100 if doc is None else doc.size)
+            fetched = await asyncio.gather(*(self._fetch(view, refs[i]) for i in missing))
+            for i, doc in zip(missing, fetched, strict=True):
                 out[i] = doc
         return out
+
+    async def _fetch(self, view: str, ref: DocRef) -> BatchDoc | None:
+        """One document, read once however many queries wait for it."""
+        key = (view, *ref)
+        future = self._in_flight.get(key)
+        if future is None:
+            future = asyncio.ensure_future(self._load(view, ref))
+            self._in_flight[key] = future
+            future.add_done_callback(lambda _: self._in_flight.pop(key, None))
+        return await asyncio.shield(future)
+
+    async def _load(self, view: str, ref: DocRef) -> BatchDoc | None:
+        holder, key, day = ref
+        target = self.db[collection_name(view, holder)]
+        async with self._reads:
+            raw = await self._call(target.find_one({"_id": document_id(key, day)}))
+        doc = None if raw is None else BatchDoc.from_document(raw)
+        self.documents_cache.put((view, *ref), doc, 100 if doc is None else doc.size)
+        return doc
 
     async def ranking(self, view: str, holder: int, day: str) -> list[tuple[str, int]]:
         key = (view, holder, day)
@@ -105,14 +126,14 @@ class MongoBatchReader:
         if found and cached is not None:
             return cached
         target = self.db[collection_name(view, holder)]
-        first = await self._call(target.find_one({"_id": rank_document_id(day)}))
-        rest: list[dict[str, Any] | None] = []
-        if first is not None and first["chunks"] > 1:
-            rest = await self._call(
-                asyncio.gather(
-                    *(target.find_one({"_id": rank_document_id(day, i)}) for i in range(1, first["chunks"]))
-                )
-            )
+        async with self._reads:
+            first = await self._call(target.find_one({"_id": rank_document_id(day)}))
+            rest: list[dict[str, Any] | None] = []
+            if first is not None and first["chunks"] > 1:
+                rest = [
+                    await self._call(target.find_one({"_id": rank_document_id(day, i)}))
+                    for i in range(1, first["chunks"])
+                ]
         ranking = None if first is None else ranking_from_chunks([first, *rest])
         if ranking is None:
             raise BatchUnavailable(

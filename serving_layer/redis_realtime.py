@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import hiredis
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -36,19 +37,33 @@ MAX_ATTEMPTS = 5
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
+class _HiredisPackingConnection(aioredis.Connection):
+    """Packs commands with hiredis' C packer. redis-py's asyncio connection packs every argument
+    in Python, and a 7-day hourly query sends ~200 field names: that packing was a third of a
+    query's CPU time."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str) and " " in args[0]:
+            args = (*args[0].split(), *args[1:])  # "CLIENT SETINFO" and the like
+        return [hiredis.pack_command(args)]
+
+
 def connect(settings: Settings) -> aioredis.Redis:
     """A client that fails fast: a query must not wait seconds for a Redis that is down, it falls
-    back to a batch-only answer instead (redis-py would otherwise retry with back-off)."""
+    back to a batch-only answer instead (redis-py would otherwise retry with back-off). One
+    immediate retry reconnects transparently after a Redis restart."""
     timeout = settings.api_redis_timeout_ms / 1000
-    return aioredis.Redis(
+    pool = aioredis.ConnectionPool(
+        connection_class=_HiredisPackingConnection,
         host=settings.redis_host,
         port=settings.redis_port,
         db=settings.redis_db,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
+        retry=Retry(NoBackoff(), 1),
         max_connections=256,
     )
+    return aioredis.Redis(connection_pool=pool)
 
 
 class _Decoded:

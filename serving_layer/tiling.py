@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -56,11 +57,13 @@ def is_hour_aligned(t: datetime) -> bool:
     return t.minute == 0 and t.second == 0 and t.microsecond == 0
 
 
-def tile(start: datetime, end: datetime) -> list[Tile]:
+@lru_cache(maxsize=4096)
+def tile(start: datetime, end: datetime) -> tuple[Tile, ...]:
     """The coarsest tiles covering ``[start, end)`` exactly: whole days, hours at the edges.
 
     Both ends must be timezone-aware UTC and aligned to whole hours (the finest stored bucket);
-    an empty or inverted range has no tiles.
+    an empty or inverted range has no tiles. Cached: dashboards ask the same ranges again and
+    again, and tiling a 7-day hourly range costs more than merging its values.
     """
     tiles: list[Tile] = []
     t = start
@@ -72,11 +75,12 @@ def tile(start: datetime, end: datetime) -> list[Tile]:
         else:
             tiles.append(Tile(day, t.hour))
             t += HOUR
-    return tiles
+    return tuple(tiles)
 
 
-def buckets(start: datetime, end: datetime, granularity: Granularity) -> list[Bucket]:
-    """The series buckets of ``[start, end)``: every hour, or every UTC day cut to the range."""
+@lru_cache(maxsize=4096)
+def buckets(start: datetime, end: datetime, granularity: Granularity) -> tuple[Bucket, ...]:
+    """The series buckets of ``[start, end)``: every hour, or every UTC day cut to the range (cached)."""
     out: list[Bucket] = []
     t = start
     while t < end:
@@ -85,9 +89,9 @@ def buckets(start: datetime, end: datetime, granularity: Granularity) -> list[Bu
             out.append(Bucket(t, nxt, (Tile(t.date().isoformat(), t.hour),)))
         else:
             nxt = min(end, floor_day(t) + DAY)
-            out.append(Bucket(t, nxt, tuple(tile(t, nxt))))
+            out.append(Bucket(t, nxt, tile(t, nxt)))
         t = nxt
-    return out
+    return tuple(out)
 
 
 def days_covering(start: datetime, end: datetime) -> list[str]:
