@@ -20,7 +20,7 @@ SEED   ?=
 FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
-	test test-unit lint bench clean-var
+	api test test-unit lint bench bench-api clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,6 +68,9 @@ diff-generations: ## which view values changed between generations A= and B=
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make diff-generations A=3 B=4" >&2; exit 2; }
 	@$(PY) -m batch_layer diff $(A) $(B)
 
+api: ## serve the REST API with uvicorn (LAMBDA_API_HOST, LAMBDA_API_PORT; WORKERS=1)
+	@$(PY) -m api --workers $(or $(WORKERS),1)
+
 test: ## run the whole test suite (starts and stops its own stack on separate ports)
 	@$(PY) -m pytest -q
 
@@ -80,6 +83,10 @@ lint: ## ruff and mypy
 bench: ## run the benchmarks; results go to bench/results/*.json
 	@$(PY) -m bench.ingest
 	@$(PY) -m bench.batch
+	@$(PY) -m bench.api
+
+bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker
+	@$(PY) -m bench.api
 
 clean-var: down ## stop the stack and delete var/ (all local data!)
 	@rm -rf var

@@ -1,7 +1,9 @@
 """Dependencies of the routes: the services of the app, and the query parameters every query shares.
 
-Every dependency is ``async def`` although none awaits: FastAPI runs plain ``def`` dependencies in
-a thread pool, and six thread hops per request cost more than the whole query.
+Every dependency is ``async def`` although most do not await: FastAPI runs plain ``def``
+dependencies in a thread pool, and a thread hop per dependency cost more than the whole query.
+For the same reason a query route takes few, flat dependencies (the query, the read-after
+condition, the engine), each reading the app's services from the request.
 
 Parameter checks that need more than a type (a URL that must normalise, a range that must be
 whole hours and not too long, an offsets token) raise InvalidQuery naming the parameter; the app
@@ -31,6 +33,7 @@ from serving_layer import (
     InvalidQuery,
     QueryEngine,
     ReadAfter,
+    SeriesQuery,
     check_range,
 )
 from serving_layer.consistency import decode_token
@@ -58,23 +61,54 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def get_settings(services: ServicesDep) -> Settings:
-    return services.settings
+async def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.services.settings
+    return settings
 
 
-async def get_engine(services: ServicesDep) -> QueryEngine:
-    return services.engine
+async def get_engine(request: Request) -> QueryEngine:
+    engine: QueryEngine = request.app.state.services.engine
+    return engine
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[QueryEngine, Depends(get_engine)]
 
 
-# --- what a query is about -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Target:
-    view: str
-    key: str
+# --- the query parameters ------------------------------------------------------------------------
+UrlParam = Annotated[
+    str | None,
+    Query(
+        max_length=4096,
+        description="The page (normalised like ingested events). Give `url` or `site`.",
+        examples=["https://shop.example.com/cart"],
+    ),
+]
+SiteParam = Annotated[
+    str | None,
+    Query(
+        max_length=300,
+        description="Site-wide answer for this host (or origin) instead of one page.",
+        examples=["shop.example.com"],
+    ),
+]
+FromParam = Annotated[
+    datetime | None,
+    Query(
+        alias="from",
+        description="Start (inclusive), ISO 8601, a whole UTC hour; naive times are UTC. "
+        "Default: `to` minus one day (hour granularity) or seven days (day granularity).",
+        examples=["2026-11-20T00:00:00Z"],
+    ),
+]
+ToParam = Annotated[
+    datetime | None,
+    Query(
+        description="End (exclusive), a whole hour. Default: the end of the current hour.",
+        examples=["2026-11-21T00:00:00Z"],
+    ),
+]
+GranularityParam = Annotated[Granularity, Query(description="Series bucket size.")]
 
 
 def normalize_site(raw: str) -> str:
@@ -86,43 +120,23 @@ def normalize_site(raw: str) -> str:
     return site_of(url)
 
 
-async def get_target(
-    url: Annotated[
-        str | None,
-        Query(
-            max_length=4096,
-            description="The page (normalised like ingested events). Give `url` or `site`.",
-            examples=["https://shop.example.com/cart"],
-        ),
-    ] = None,
-    site: Annotated[
-        str | None,
-        Query(
-            max_length=300,
-            description="Site-wide answer for this host (or origin) instead of one page.",
-            examples=["shop.example.com"],
-        ),
-    ] = None,
-) -> Target:
+def target_of(url: str | None, site: str | None) -> tuple[str, str]:
+    """(view, key) of a query: one page's URL, or a site for site-wide answers."""
     if url is not None and site is not None:
         raise InvalidQuery("site", "give either url or site, not both")
     if url is not None:
         try:
-            return Target(URL_VIEW, normalize_url(url))
+            return URL_VIEW, normalize_url(url)
         except ValueError as exc:
             raise InvalidQuery("url", str(exc)) from None
     if site is not None:
         try:
-            return Target(SITE_VIEW, normalize_site(site))
+            return SITE_VIEW, normalize_site(site)
         except ValueError as exc:
             raise InvalidQuery("site", str(exc)) from None
     raise InvalidQuery("url", "give url (one page) or site (site-wide)")
 
 
-TargetDep = Annotated[Target, Depends(get_target)]
-
-
-# --- the time range --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TimeRange:
     start: datetime
@@ -135,43 +149,46 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _next_hour(now: datetime) -> datetime:
-    return now.replace(minute=0, second=0, microsecond=0) + HOUR
-
-
-async def get_range(
-    settings: SettingsDep,
-    from_: Annotated[
-        datetime | None,
-        Query(
-            alias="from",
-            description="Start (inclusive), ISO 8601, a whole UTC hour; naive times are UTC. "
-            "Default: `to` minus one day (hour granularity) or seven days (day granularity).",
-            examples=["2026-11-20T00:00:00Z"],
-        ),
-    ] = None,
-    to: Annotated[
-        datetime | None,
-        Query(
-            description="End (exclusive), a whole hour. Default: the end of the current hour.",
-            examples=["2026-11-21T00:00:00Z"],
-        ),
-    ] = None,
-    granularity: Annotated[Granularity, Query(description="Series bucket size.")] = Granularity.HOUR,
+def time_range(
+    settings: Settings, from_: datetime | None, to: datetime | None, granularity: Granularity
 ) -> TimeRange:
-    end = _utc(to) if to is not None else _next_hour(datetime.now(UTC))
+    """The checked range of a query, with the defaults filled in."""
+    end = _utc(to) if to is not None else datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + HOUR
     span = timedelta(days=1) if granularity is Granularity.HOUR else timedelta(days=7)
     start = _utc(from_) if from_ is not None else end - span
     check_range(start, end, settings.api_max_range_days)
     return TimeRange(start, end, granularity)
 
 
+async def get_series_query(
+    request: Request,
+    url: UrlParam = None,
+    site: SiteParam = None,
+    from_: FromParam = None,
+    to: ToParam = None,
+    granularity: GranularityParam = Granularity.HOUR,
+) -> SeriesQuery:
+    view, key = target_of(url, site)
+    rng = time_range(request.app.state.services.settings, from_, to, granularity)
+    return SeriesQuery(view, key, rng.start, rng.end, rng.granularity)
+
+
+async def get_range(
+    request: Request,
+    from_: FromParam = None,
+    to: ToParam = None,
+    granularity: GranularityParam = Granularity.HOUR,
+) -> TimeRange:
+    return time_range(request.app.state.services.settings, from_, to, granularity)
+
+
+SeriesQueryDep = Annotated[SeriesQuery, Depends(get_series_query)]
 RangeDep = Annotated[TimeRange, Depends(get_range)]
 
 
 # --- read your writes ------------------------------------------------------------------------------
 async def get_read_after(
-    services: ServicesDep,
+    request: Request,
     after: Annotated[
         str | None,
         Query(
@@ -189,15 +206,17 @@ async def get_read_after(
         ),
     ] = None,
 ) -> ReadAfter | None:
+    if after is None and not wait_ms:
+        return None
+    services: Services = request.app.state.services
     settings = services.settings
     if wait_ms is not None and wait_ms > settings.api_max_wait_ms:
         raise InvalidQuery("wait_ms", f"must be at most {settings.api_max_wait_ms}")
     if after is not None:
         wait = settings.api_default_wait_ms if wait_ms is None else wait_ms
         return ReadAfter(decode_token(after), wait / 1000)
-    if wait_ms:
-        return ReadAfter(await services.kafka.end_offsets(), wait_ms / 1000)
-    return None
+    assert wait_ms is not None
+    return ReadAfter(await services.kafka.end_offsets(), wait_ms / 1000)
 
 
 ReadAfterDep = Annotated[ReadAfter | None, Depends(get_read_after)]

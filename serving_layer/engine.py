@@ -185,10 +185,6 @@ class _Snapshot:
     coverage: Coverage
 
 
-def _int(raw: bytes | None) -> int:
-    return int(raw) if raw else 0
-
-
 class QueryEngine:
     def __init__(
         self,
@@ -279,17 +275,25 @@ class QueryEngine:
 
     # --- queries --------------------------------------------------------------------------------
     async def pageviews(self, q: SeriesQuery, after: ReadAfter | None = None) -> PageviewsAnswer:
-        series_buckets = buckets(q.start, q.end, q.granularity)
         snap, docs, rt = await self._series_data(q, PV, after)
+        # Per day, batch + realtime: the day's total and its 24 hours; then each tile is one lookup.
+        day_total: dict[str, int] = {}
+        day_hours: dict[str, list[int]] = {}
+        for day, values in rt.items():
+            doc = docs.get(day)
+            total = doc.pv if doc else 0
+            hours = list(doc.h_pv) if doc else [0] * 24
+            for name, raw in values.items():
+                if name == PV:
+                    total += int(raw)
+                else:
+                    hours[int(name[len(PV) + 1 :])] += int(raw)
+            day_total[day], day_hours[day] = total, hours
         series = []
-        for b in series_buckets:
+        for b in buckets(q.start, q.end, q.granularity):
             n = 0
             for t in b.tiles:
-                doc, values = docs.get(t.day), rt[t.day]
-                if t.hour is None:
-                    n += (doc.pv if doc else 0) + _int(values.get(PV))
-                else:
-                    n += (doc.h_pv[t.hour] if doc else 0) + _int(values.get(PV_HOURS[t.hour]))
+                n += day_total[t.day] if t.hour is None else day_hours[t.day][t.hour]
             series.append(PageviewPoint(b.start, n))
         return PageviewsAnswer(q, series, sum(p.pageviews for p in series), snap.coverage)
 

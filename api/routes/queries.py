@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from api import render
-from api.deps import EngineDep, RangeDep, ReadAfterDep, SettingsDep, TargetDep, normalize_site
+from api.deps import EngineDep, RangeDep, ReadAfterDep, SeriesQueryDep, SettingsDep, normalize_site
 from api.schemas import (
     ErrorResponse,
     PageviewsResponse,
@@ -16,7 +16,7 @@ from api.schemas import (
     UniqueVisitorsResponse,
     ValidationErrorResponse,
 )
-from serving_layer import URL_VIEW, InvalidQuery, SeriesQuery, TopQuery
+from serving_layer import URL_VIEW, InvalidQuery, TopQuery
 
 router = APIRouter(prefix="/v1", tags=["queries"])
 
@@ -39,12 +39,9 @@ QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     responses=QUERY_ERRORS,
     summary="Page views of a URL or a site, per hour or day",
 )
-async def pageviews(
-    engine: EngineDep, target: TargetDep, rng: RangeDep, after: ReadAfterDep
-) -> render.JsonBytes:
+async def pageviews(engine: EngineDep, q: SeriesQueryDep, after: ReadAfterDep) -> render.JsonBytes:
     """Exact page views: the served generation's batch views plus its realtime views. With Redis
     down the answer comes from the batch views alone and says so (`partial`, `missing`, `covers`)."""
-    q = SeriesQuery(target.view, target.key, rng.start, rng.end, rng.granularity)
     return render.json_response(render.pageviews(await engine.pageviews(q, after)))
 
 
@@ -54,12 +51,9 @@ async def pageviews(
     responses=QUERY_ERRORS,
     summary="Unique visitors of a URL or a site, per bucket and over the whole range",
 )
-async def unique_visitors(
-    engine: EngineDep, target: TargetDep, rng: RangeDep, after: ReadAfterDep
-) -> render.JsonBytes:
+async def unique_visitors(engine: EngineDep, q: SeriesQueryDep, after: ReadAfterDep) -> render.JsonBytes:
     """HLL estimates with 95% bounds (the union of bucket sketches, never a sum), or exact counts
     when the batch views alone answer a single stored bucket (`exact: true`)."""
-    q = SeriesQuery(target.view, target.key, rng.start, rng.end, rng.granularity)
     return render.json_response(render.unique_visitors(await engine.unique_visitors(q, after)))
 
 
