@@ -1,8 +1,8 @@
 """What the API asks Kafka outside of producing: is it up, where do the logs end, how big is the DLQ.
 
-confluent-kafka calls block, so they run in a worker thread; one probe client is reused under a
-lock (its consumer is not thread-safe) and every call has a timeout, so a Kafka outage slows
-/v1/status and /readyz by at most that timeout and never touches the query routes.
+confluent-kafka calls block, so they run in a worker thread, one at a time (a lock: concurrent
+/v1/status calls must not open a consumer each), and every call has a timeout, so a Kafka outage
+slows /v1/status and /readyz by at most that timeout and never touches the query routes.
 """
 
 from __future__ import annotations
