@@ -137,6 +137,12 @@ def _seed_realtime(
     return written
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _loadgen(settings: Settings) -> Path:
     binary = settings.cache_dir / "bin" / "loadgen"
     go = shutil.which("go")
@@ -218,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 urls_file = settings.var_dir / "bench" / f"api-{name}.urls"
                 urls_file.parent.mkdir(parents=True, exist_ok=True)
                 urls_file.write_text(target + "\n")
+                cpu0, wall0 = _cpu_seconds(api.pid), time.perf_counter()
                 run = subprocess.run(
                     [
                         str(loadgen),
@@ -230,7 +237,13 @@ def main(argv: list[str] | None = None) -> int:
                     text=True,
                     check=True,
                 )
+                cpu_share = (_cpu_seconds(api.pid) - cpu0) / (time.perf_counter() - wall0)
                 figures = json.loads(run.stdout)
+                # The worker's own CPU per request: what it would serve with a core to itself,
+                # whatever else the machine runs meanwhile (the load generator, other jobs).
+                figures["api_cpu_share"] = round(cpu_share, 3)
+                per_request = cpu_share * 1000 / max(figures["requests_per_s"], 1)
+                figures["api_cpu_ms_per_request"] = round(per_request, 3)
                 figures["cold_first_request_ms"] = round(cold_ms, 1)
                 figures["series_points"] = len(body["series"])
                 figures["met_target"] = (
@@ -250,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             r.close()
 
     table = Table(title="API, one uvicorn worker")
-    for column in ("query", "req/s", "p50 ms", "p99 ms", "cold ms", "target met"):
+    for column in ("query", "req/s", "p50 ms", "p99 ms", "cold ms", "CPU ms/req", "target met"):
         table.add_column(column)
     for name, f in results.items():
         table.add_row(
@@ -259,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{f['p50_ms']:.2f}",
             f"{f['p99_ms']:.2f}",
             f"{f['cold_first_request_ms']:,.0f}",
+            f"{f['api_cpu_ms_per_request']:.3f}",
             str(f["met_target"]),
         )
     console.print(table)
