@@ -19,7 +19,6 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Query, Request
 from pymongo import AsyncMongoClient
-from redis.asyncio import Redis
 
 from api.events import EventIngest
 from api.kafka import KafkaProbe
@@ -37,6 +36,7 @@ from serving_layer import (
     check_range,
 )
 from serving_layer.consistency import decode_token
+from serving_layer.redis_realtime import RedisWire
 from serving_layer.tiling import HOUR
 
 
@@ -50,7 +50,7 @@ class Services:
     kafka: KafkaProbe
     metrics: ApiMetrics
     mongo: AsyncMongoClient[dict[str, object]]
-    redis: Redis
+    redis: RedisWire
 
 
 async def get_services(request: Request) -> Services:

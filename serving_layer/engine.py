@@ -345,30 +345,33 @@ def _read_plan(
 
 def _distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]) -> Distinct:
     """Unique visitors over tiles: the union of their sketches, or the exact batch count when a
-    single tile holds data and no realtime sketch contributes (a union with empty sets is the set)."""
+    single tile holds data and no realtime sketch contributes (a union with empty sets is the set).
+
+    A day's batch hours enter the union as one sketch, their union, which the document memoises
+    (it is immutable): the edge hours of a range repeat from query to query.
+    """
     found: list[bytes | None] = []
     exact: list[int] = []
+    batch_hours: dict[str, list[int]] = {}
     realtime = False
     for t in tiles:
         doc, values = docs.get(t.day), rt[t.day]
-        batch_sk: bytes | None = None
-        batch_uv = 0
         if t.hour is None:
-            if doc:
-                batch_sk, batch_uv = doc.sk, doc.uv
+            if doc is not None and doc.sk is not None:
+                found.append(doc.sk)
+                exact.append(doc.uv)
             rt_sk = values.get(SKETCH)
         else:
-            if doc:
-                batch_sk, batch_uv = doc.h_sk[t.hour], doc.h_uv[t.hour]
+            if doc is not None and doc.h_sk[t.hour] is not None:
+                batch_hours.setdefault(t.day, []).append(t.hour)
+                exact.append(doc.h_uv[t.hour])
             rt_sk = values.get(SK_HOURS[t.hour])
-        if batch_sk is not None:
-            found.append(batch_sk)
-            exact.append(batch_uv)
         if rt_sk is not None:
             found.append(rt_sk)
             realtime = True
     if not realtime and len(exact) <= 1:
         n = float(exact[0]) if exact else 0.0
         return Distinct(n, n, n, True)
+    found += [docs[day].hours_union(tuple(hours)) for day, hours in batch_hours.items()]
     e = sketches.estimate(found)
     return Distinct(e.estimate, e.lower, e.upper, False)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from views import sketches
+
 Offsets = dict[int, int]
 
 
@@ -23,6 +25,14 @@ class BatchDoc:
     h_pv: list[int]
     h_uv: list[int]
     h_sk: list[bytes | None]
+    _unions: dict[tuple[int, ...], bytes | None] = field(default_factory=dict, compare=False, repr=False)
+    """Memo of :meth:`hours_union` (the document is immutable, so are its unions)."""
+
+    def hours_union(self, hours: tuple[int, ...]) -> bytes | None:
+        """The union of some hours' sketches, serialised; computed once per document and hours."""
+        if hours not in self._unions:
+            self._unions[hours] = sketches.union_bytes(self.h_sk[h] for h in hours)
+        return self._unions[hours]
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> BatchDoc:
