@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from api import render
-from api.deps import EngineDep, RangeDep, ReadAfterDep, SeriesQueryDep, SettingsDep, normalize_site
+from api.deps import EngineDep, SeriesRequestDep, TopRequestDep
 from api.schemas import (
     ErrorResponse,
     PageviewsResponse,
@@ -16,7 +16,6 @@ from api.schemas import (
     UniqueVisitorsResponse,
     ValidationErrorResponse,
 )
-from serving_layer import URL_VIEW, InvalidQuery, TopQuery
 
 router = APIRouter(prefix="/v1", tags=["queries"])
 
@@ -39,10 +38,10 @@ QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     responses=QUERY_ERRORS,
     summary="Page views of a URL or a site, per hour or day",
 )
-async def pageviews(engine: EngineDep, q: SeriesQueryDep, after: ReadAfterDep) -> render.JsonBytes:
+async def pageviews(engine: EngineDep, r: SeriesRequestDep) -> render.JsonBytes:
     """Exact page views: the served generation's batch views plus its realtime views. With Redis
     down the answer comes from the batch views alone and says so (`partial`, `missing`, `covers`)."""
-    return render.json_response(render.pageviews(await engine.pageviews(q, after)))
+    return render.json_response(render.pageviews(await engine.pageviews(r.query, r.after)))
 
 
 @router.get(
@@ -51,10 +50,10 @@ async def pageviews(engine: EngineDep, q: SeriesQueryDep, after: ReadAfterDep) -
     responses=QUERY_ERRORS,
     summary="Unique visitors of a URL or a site, per bucket and over the whole range",
 )
-async def unique_visitors(engine: EngineDep, q: SeriesQueryDep, after: ReadAfterDep) -> render.JsonBytes:
+async def unique_visitors(engine: EngineDep, r: SeriesRequestDep) -> render.JsonBytes:
     """HLL estimates with 95% bounds (the union of bucket sketches, never a sum), or exact counts
     when the batch views alone answer a single stored bucket (`exact: true`)."""
-    return render.json_response(render.unique_visitors(await engine.unique_visitors(q, after)))
+    return render.json_response(render.unique_visitors(await engine.unique_visitors(r.query, r.after)))
 
 
 @router.get(
@@ -63,21 +62,7 @@ async def unique_visitors(engine: EngineDep, q: SeriesQueryDep, after: ReadAfter
     responses=QUERY_ERRORS,
     summary="The URLs with the most page views over whole UTC days",
 )
-async def top_urls(
-    engine: EngineDep,
-    settings: SettingsDep,
-    rng: RangeDep,
-    after: ReadAfterDep,
-    limit: Annotated[int, Query(ge=1, description="How many URLs (at most LAMBDA_API_MAX_TOP).")] = 10,
-    site: Annotated[str | None, Query(max_length=300, description="Only URLs of this site.")] = None,
-) -> render.JsonBytes:
+async def top_urls(engine: EngineDep, r: TopRequestDep) -> render.JsonBytes:
     """Rankings are kept per UTC day, so the range is rounded outwards to whole days; `from` and
     `to` of the answer say which days were ranked. Counts are exact (batch ranking + realtime)."""
-    if limit > settings.api_max_top:
-        raise InvalidQuery("limit", f"must be at most {settings.api_max_top}")
-    try:
-        site_key = None if site is None else normalize_site(site)
-    except ValueError as exc:
-        raise InvalidQuery("site", str(exc)) from None
-    q = TopQuery(URL_VIEW, rng.start, rng.end, limit, site_key)
-    return render.json_response(render.top(await engine.top(q, after)))
+    return render.json_response(render.top(await engine.top(r.query, r.after)))
