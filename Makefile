@@ -21,7 +21,7 @@ FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime \
-	test test-unit lint bench bench-speed clean-var
+	api test test-unit lint bench bench-speed bench-api clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,6 +86,9 @@ diff-generations: ## which view values changed between generations A= and B=
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make diff-generations A=3 B=4" >&2; exit 2; }
 	@$(PY) -m batch_layer diff $(A) $(B)
 
+api: ## serve the REST API with uvicorn (LAMBDA_API_HOST, LAMBDA_API_PORT; WORKERS=1)
+	@$(PY) -m api --workers $(or $(WORKERS),1)
+
 test: ## run the whole test suite (starts and stops its own stack on separate ports)
 	@$(PY) -m pytest -q
 
@@ -99,9 +102,13 @@ bench: ## run the benchmarks; results go to bench/results/*.json
 	@$(PY) -m bench.ingest
 	@$(PY) -m bench.batch
 	@$(PY) -m bench.speed
+	@$(PY) -m bench.api
 
 bench-speed: ## the speed layer benchmark alone (sustained events/s, freshness p50/p95)
 	@$(PY) -m bench.speed
+
+bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker
+	@$(PY) -m bench.api
 
 clean-var: down ## stop the stack and delete var/ (all local data!)
 	@rm -rf var

@@ -205,7 +205,7 @@ class BatchJob:
         t0 = time.monotonic()
         rows = view(view_visits, self.settings.hll_lg_k)
         with SparkProgress(self.spark, f"view {view.name}"):
-            written = self.store.write(view.name, gen, rows)
+            written = self.store.write(view.name, gen, rows, days)
         log.info(
             "view %s: %d day(s) recomputed, %d documents written to %s in %.1f s",
             view.name,

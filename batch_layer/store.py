@@ -1,5 +1,10 @@
 """Batch views in MongoDB: one collection per (view, generation), documents read by _id only.
 
+Beside the (key, day) documents, every recomputed day gets a **ranking**: the day's keys sorted by
+page views (``_id = "{day}|#rank"``, continued in ``"{day}|#rank:1"``, ... for very many keys), so
+that "top N" reads one or a few documents per day instead of every key's. Rankings are written by
+the same run, from the same rows, and are insert-only like everything else.
+
 A generation writes documents only for the days it recomputed, into its own collections; the
 generation's ``day_map`` says, per view and day, which generation's collection holds the
 document. So an incremental run copies nothing, publishing is one pointer write, and garbage
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -27,45 +33,96 @@ log = logging.getLogger(__name__)
 
 _COLLECTION_RE = re.compile(r"^bv_(?P<view>[a-z0-9_]+)_g(?P<gen>\d+)$")
 WRITE_BATCH = 500
+RANK_MARK = "#rank"
+RANK_CHUNK = 20_000
+"""Keys per ranking document: far below MongoDB's 16 MB document limit even for 2 KB URLs."""
 
 
 def collection_name(view: str, gen: int) -> str:
     return f"bv_{view}_g{gen}"
 
 
-def _insert_partition(rows: Iterable[Any], mongo_url: str, db_name: str, collection: str) -> Iterator[int]:
+def rank_document_id(day: str, chunk: int = 0) -> str:
+    """``{day}|#rank`` and its continuations; no key starts with ``#`` (URLs and hosts do not)."""
+    return f"{day}|{RANK_MARK}" if chunk == 0 else f"{day}|{RANK_MARK}:{chunk}"
+
+
+def rank_documents(day: str, counts: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+    """The ranking of one day: keys by page views, descending (ties by key), in chunks.
+
+    The first chunk says how many there are, so a reader knows which ``_id`` s to fetch; a day
+    without keys still gets its (empty) first chunk, so a missing ranking always means an error.
+    """
+    ranked = sorted(counts, key=lambda kv: (-kv[1], kv[0]))
+    chunks = [ranked[i : i + RANK_CHUNK] for i in range(0, len(ranked), RANK_CHUNK)] or [[]]
+    return [
+        {
+            "_id": rank_document_id(day, i),
+            "day": day,
+            "chunk": i,
+            "chunks": len(chunks),
+            "keys": [k for k, _ in chunk],
+            "pv": [v for _, v in chunk],
+        }
+        for i, chunk in enumerate(chunks)
+    ]
+
+
+def ranking_from_chunks(chunks: list[dict[str, Any] | None]) -> list[tuple[str, int]] | None:
+    """The (key, page views) entries of a day's ranking documents; None if one is missing."""
+    out: list[tuple[str, int]] = []
+    for chunk in chunks:
+        if chunk is None:
+            return None
+        out.extend(zip(chunk["keys"], (int(v) for v in chunk["pv"]), strict=True))
+    return out
+
+
+def is_rank_document(doc: dict[str, Any]) -> bool:
+    return "key" not in doc
+
+
+def _insert_ignoring_duplicates(target: Any, docs: list[dict[str, Any]]) -> None:
+    """Insert unordered; duplicate keys are a retried write of identical documents, not an error."""
+    try:
+        target.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != 11000]
+        if others:
+            raise
+
+
+def _insert_partition(
+    rows: Iterable[Any], mongo_url: str, db_name: str, collection: str
+) -> Iterator[tuple[str, str, int]]:
     """Runs on the executors: insert one partition's documents in large unordered batches.
 
     A task retried by Spark inserts the same documents again; duplicate-key errors are therefore
-    expected and ignored (the documents are identical), anything else fails the task.
+    expected and ignored (the documents are identical), anything else fails the task. Yields
+    (day, key, page views) of every document written: the driver builds the day rankings from
+    them, which costs no second pass over the view.
     """
     client: MongoClient[dict[str, Any]] = MongoClient(mongo_url)
     target = client[db_name][collection]
-    written = 0
+    written: list[tuple[str, str, int]] = []
     batch: list[dict[str, Any]] = []
 
-    def flush() -> int:
-        if not batch:
-            return 0
-        try:
-            target.insert_many(batch, ordered=False)
-        except BulkWriteError as exc:
-            others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != 11000]
-            if others:
-                raise
-        n = len(batch)
-        batch.clear()
-        return n
+    def flush() -> None:
+        if batch:
+            _insert_ignoring_duplicates(target, batch)
+            batch.clear()
 
     try:
         for row in rows:
-            batch.append(row_to_document(row))
+            doc = row_to_document(row)
+            batch.append(doc)
+            written.append((doc["day"], doc["key"], int(doc["pv"])))
             if len(batch) >= WRITE_BATCH:
-                written += flush()
-        written += flush()
+                flush()
+        flush()
     finally:
         client.close()
-    yield written
+    yield from written
 
 
 class BatchViewStore:
@@ -75,15 +132,37 @@ class BatchViewStore:
         self.db = db
         self.mongo_url = mongo_url
 
-    def write(self, view: str, gen: int, rows: DataFrame) -> int:
-        """Insert view rows (views.rows) as documents of ``gen``; returns the number written."""
+    def write(self, view: str, gen: int, rows: DataFrame, days: Iterable[str] = ()) -> int:
+        """Insert view rows (views.rows) as documents of ``gen``, then one ranking per day.
+
+        ``days`` are the days this run recomputes: each gets a ranking even without any row, so
+        that every day a generation's day map names has one. Returns the (key, day) documents
+        written, rankings not included.
+        """
         name = collection_name(view, gen)
         url, db_name = self.mongo_url, self.db.name
-        counts = rows.rdd.mapPartitions(lambda part: _insert_partition(part, url, db_name, name)).collect()
-        return int(sum(counts))
+        written = rows.rdd.mapPartitions(lambda part: _insert_partition(part, url, db_name, name)).collect()
+        by_day: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for day in days:
+            by_day[day] = []
+        for day, key, pv in written:
+            by_day[day].append((key, pv))
+        rankings = [doc for day, counts in sorted(by_day.items()) for doc in rank_documents(day, counts)]
+        for i in range(0, len(rankings), WRITE_BATCH):
+            _insert_ignoring_duplicates(self.db[name], rankings[i : i + WRITE_BATCH])
+        return len(written)
 
     def read(self, view: str, gen: int, key: str, day: str) -> dict[str, Any] | None:
         return self.db[collection_name(view, gen)].find_one({"_id": document_id(key, day)})
+
+    def read_ranking(self, view: str, gen: int, day: str) -> list[tuple[str, int]] | None:
+        """The day's keys by page views, or None if the collection holds no ranking for it."""
+        target = self.db[collection_name(view, gen)]
+        first = target.find_one({"_id": rank_document_id(day)})
+        if first is None:
+            return None
+        rest = [target.find_one({"_id": rank_document_id(day, i)}) for i in range(1, first["chunks"])]
+        return ranking_from_chunks([first, *rest])
 
     def read_all(self, view: str, day_map: dict[str, int]) -> Iterator[dict[str, Any]]:
         """Every document of a view as a generation with this day map sees it."""
@@ -92,7 +171,7 @@ class BatchViewStore:
             by_gen.setdefault(gen, set()).add(day)
         for gen, days in sorted(by_gen.items()):
             for doc in self.db[collection_name(view, gen)].find({}):
-                if doc["day"] in days:
+                if doc["day"] in days and not is_rank_document(doc):
                     yield doc
 
     def drop(self, view: str, gen: int) -> None:

@@ -32,7 +32,8 @@ TARGET_EVENTS_PER_S = 400_000
 TARGET_INCREMENTAL_SHARE = 0.10
 
 
-def _settings(base: Settings) -> Settings:
+def bench_settings(base: Settings) -> Settings:
+    """The benchmark's own topics, database, master dataset and Redis db (bench/api.py reuses them)."""
     return base.model_copy(
         update={
             "events_topic": "bench.batch.events",
@@ -62,6 +63,19 @@ def _produce(settings: Settings, console: Console, total: int, span_hours: float
     return stats.sent
 
 
+def ensure_loaded(settings: Settings, job: Any, console: Console, events: int) -> int:
+    """Load ``events`` generated events over 30 days and publish one generation, unless a previous
+    run already did; returns the events in the master dataset. The load is cached across runs."""
+    loaded = sum(s.events for s in job.master.segments())
+    if loaded < events * 0.95:
+        console.print(f"loading {events:,} events (30 days) into the master dataset...")
+        _produce(settings, console, events - loaded, span_hours=30 * 24 - 12, seed=20261121)
+        load = job.run(full=True)
+        console.print(f"load: absorbed {load.events_absorbed:,} events in {load.seconds['absorb']:.1f} s")
+        loaded = sum(s.events for s in job.master.segments())
+    return int(loaded)
+
+
 class PeakRss:
     """Peak resident memory of the Spark JVM (the whole local-mode cluster) over a block."""
 
@@ -86,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     console = Console()
-    settings = _settings(get_settings())
+    settings = bench_settings(get_settings())
 
     from batch_layer.job import BatchJob
 
@@ -94,16 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_topics(settings)
         job = BatchJob(settings)
         try:
-            segments = job.master.segments()
-            loaded = sum(s.events for s in segments)
-            if loaded < args.events * 0.95:
-                console.print(f"loading {args.events:,} events (30 days) into the master dataset...")
-                _produce(settings, console, args.events - loaded, span_hours=30 * 24 - 12, seed=20261121)
-                load = job.run(full=True)
-                console.print(
-                    f"load: absorbed {load.events_absorbed:,} events in {load.seconds['absorb']:.1f} s"
-                )
-                loaded = sum(s.events for s in job.master.segments())
+            loaded = ensure_loaded(settings, job, console, args.events)
 
             with PeakRss(job.spark) as rss:
                 t0 = time.monotonic()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +108,33 @@ class Settings(BaseSettings):
     batch_pause_at: str | None = Field(
         None, description="Crash tests only: the batch run stops at this checkpoint until killed."
     )
+
+    # --- the serving layer and its REST API ----------------------------------------------------
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(8000, ge=1, le=65535)
+    api_key: SecretStr | None = Field(
+        None, description="When set, POST /v1/events requires it in the X-API-Key header."
+    )
+    api_max_range_days: int = Field(92, ge=1, description="Longest range a query may ask for.")
+    api_max_top: int = Field(1000, ge=1, description="Largest `limit` of GET /v1/top-urls.")
+    api_max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest POST body (413 above).")
+    api_max_events: int = Field(1000, ge=1, description="Most events in one POST (413 above).")
+    api_default_wait_ms: int = Field(
+        2000, ge=0, description="How long a query with an offsets token waits for the events to show."
+    )
+    api_max_wait_ms: int = Field(30_000, ge=0, description="Largest `wait_ms` a query may ask for.")
+    api_cache_mb: int = Field(
+        256, ge=0, description="In-process cache of batch documents (immutable per generation)."
+    )
+    api_mongo_timeout_ms: int = Field(2000, ge=1, description="MongoDB server selection / connect timeout.")
+    api_mongo_read_timeout_s: float = Field(
+        60.0, gt=0, description="Longest wait for one batch document (see serving_layer.mongo)."
+    )
+    api_mongo_concurrency: int = Field(4, ge=1, description="Batch documents read from MongoDB at once.")
+    api_redis_timeout_ms: int = Field(500, ge=1, description="Redis connect and read timeout.")
+    api_kafka_timeout_s: float = Field(5.0, gt=0, description="Kafka timeouts of /v1/status, /readyz.")
+    api_produce_timeout_s: float = Field(10.0, gt=0, description="Longest wait for Kafka to ack a POST.")
+    api_retry_after_s: int = Field(5, ge=1, description="Retry-After of 503 answers.")
 
     # --- the probes and timeouts of the local stack ---------------------------------------------
     stack_start_timeout_s: float = 60.0

@@ -87,12 +87,13 @@ def delete_topics(settings: Settings, names: list[str], timeout: float = 30.0) -
             future.result(timeout)
 
 
-def _watermarks(settings: Settings, timeout: float) -> dict[int, tuple[int, int]]:
+def watermarks(settings: Settings, timeout: float, topic: str | None = None) -> dict[int, tuple[int, int]]:
+    """Per partition of ``topic`` (default `events`): (oldest offset still held, next offset)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "lambda-offsets-probe"})
     try:
-        topic = settings.events_topic
+        topic = topic or settings.events_topic
         meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
         if meta.error is not None:
             raise RuntimeError(f"topic {topic}: {meta.error}")
@@ -106,12 +107,12 @@ def _watermarks(settings: Settings, timeout: float) -> dict[int, tuple[int, int]
 
 def log_end_offsets(settings: Settings, timeout: float = 10.0) -> dict[int, int]:
     """Per partition of `events`, the offset the next record will get (the high watermark)."""
-    return {p: high for p, (_, high) in _watermarks(settings, timeout).items()}
+    return {p: high for p, (_, high) in watermarks(settings, timeout).items()}
 
 
 def log_start_offsets(settings: Settings, timeout: float = 10.0) -> dict[int, int]:
     """Per partition of `events`, the oldest offset still in the log (retention moves it)."""
-    return {p: low for p, (low, _) in _watermarks(settings, timeout).items()}
+    return {p: low for p, (low, _) in watermarks(settings, timeout).items()}
 
 
 def offsets_for_time(settings: Settings, timestamp_ms: int, timeout: float = 10.0) -> dict[int, int]:

@@ -193,10 +193,10 @@ def assert_merged_matches(settings: Settings, expected: Recount) -> None:
     from views.sketches import union_bytes
 
     r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
-    served = keys.decode_served(r.get(keys.SERVED))
+    pointer = keys.decode_served(r.get(keys.SERVED))
     r.close()
-    batch = served_documents(settings) if served.gen > 0 else {}
-    realtime = realtime_documents(settings, served.gen)
+    batch = served_documents(settings) if pointer.gen > 0 else {}
+    realtime = realtime_documents(settings, pointer.gen)
     for view, buckets in expected.items():
         b_docs, r_docs = batch.get(view, {}), realtime.get(view, {})
         assert set(b_docs) | set(r_docs) == set(buckets), f"{view}: keys differ"
@@ -204,7 +204,12 @@ def assert_merged_matches(settings: Settings, expected: Recount) -> None:
             bd, rd = b_docs.get(ident), r_docs.get(ident)
             pv = (bd["pv"] if bd else 0) + (rd["pv"] if rd else 0)
             h_pv = [(bd["h_pv"][h] if bd else 0) + (rd["h_pv"][h] if rd else 0) for h in range(24)]
-            assert (pv, h_pv) == (b.pv, b.hours_pv), (view, ident, pv, b.pv, served.gen)
+            assert (pv, h_pv) == (b.pv, b.hours_pv), (view, ident, pv, b.pv, pointer.gen)
             merged = union_bytes([bd["sk"] if bd else None, rd["sk"] if rd else None])
             assert merged is not None
             assert_sketch_covers(merged, len(b.visitors))
+
+
+# The serving tests' fixtures (platforms with a served generation) live in their own module,
+# imported last because it uses the helpers above.
+from tests.integration.serving_fixtures import bare, served  # noqa: E402, F401

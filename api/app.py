@@ -1,0 +1,164 @@
+"""The FastAPI application: services built once per process, errors mapped to status codes.
+
+Errors are never a silent wrong number:
+- a bad parameter is a 422 naming it (same shape as FastAPI's own validation errors);
+- MongoDB down is a 503 with Retry-After (no batch views, no right answer);
+- Redis down is a batch-only answer flagged ``partial`` (see serving_layer.engine);
+- a read-your-writes wait that runs out is a 504 listing the partitions not yet covered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from pymongo import AsyncMongoClient
+
+from api import render
+from api.deps import Services
+from api.events import EventIngest, InvalidEvents, PayloadTooLarge
+from api.kafka import KafkaProbe, KafkaUnavailable
+from api.metrics import ApiMetrics, MetricsMiddleware
+from api.routes import events, ops, queries
+from config.settings import Settings, get_settings
+from contract import PageView
+from serving_layer import (
+    BatchUnavailable,
+    ConsistencyTimeout,
+    InvalidQuery,
+    NothingServed,
+    QueryEngine,
+)
+from serving_layer.mongo import MongoBatchReader
+from serving_layer.redis_realtime import RedisRealtimeReader, connect
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Web analytics over an immutable event log, answered exactly: every number is the
+served generation's batch views (MongoDB) merged with its realtime views (Redis) by Kafka offsets,
+read as one consistent snapshot. Unique visitors are HLL sketch unions with 95% bounds.
+Buckets are UTC hours and days; ranges must be whole hours."""
+
+
+def build_services(settings: Settings) -> Services:
+    metrics = ApiMetrics()
+    timeout_ms = settings.api_mongo_timeout_ms
+    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
+        settings.mongo_url,
+        serverSelectionTimeoutMS=timeout_ms,
+        connectTimeoutMS=timeout_ms,
+        socketTimeoutMS=int(settings.api_mongo_read_timeout_s * 1000),
+    )
+    batch = MongoBatchReader(
+        mongo, settings.mongo_db, settings.api_cache_mb * 1024 * 1024, settings.api_mongo_concurrency
+    )
+    redis_client = connect(settings)
+    engine = QueryEngine(
+        batch,
+        RedisRealtimeReader(redis_client),
+        on_degraded=lambda store, exc: metrics.store_errors.labels(store).inc(),
+    )
+    cache = batch.documents_cache
+    metrics.gauge("lambda_api_batch_cache_bytes", "Bytes of batch documents cached.", lambda: cache.bytes)
+    metrics.gauge("lambda_api_batch_cache_hits", "Batch document cache hits.", lambda: cache.hits)
+    metrics.gauge("lambda_api_batch_cache_misses", "Batch document cache misses.", lambda: cache.misses)
+    return Services(
+        settings=settings,
+        engine=engine,
+        ingest=EventIngest(settings),
+        kafka=KafkaProbe(settings),
+        metrics=metrics,
+        mongo=mongo,
+        redis=redis_client,
+    )
+
+
+def _retry_after(services: Services) -> dict[str, str]:
+    return {"Retry-After": str(services.settings.api_retry_after_s)}
+
+
+def _install_error_handlers(app: FastAPI, services: Services) -> None:
+    async def invalid_query(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, InvalidQuery)
+        detail = [{"loc": ["query", exc.param], "msg": exc.problem, "type": "value_error"}]
+        return render.json_response({"detail": detail}, 422)
+
+    async def invalid_events(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, InvalidEvents)
+        return render.json_response({"detail": exc.errors}, 422)
+
+    async def too_large(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, PayloadTooLarge)
+        return render.json_response({"detail": exc.detail}, 413)
+
+    async def batch_down(request: Request, exc: Exception) -> render.JsonBytes:
+        services.metrics.store_errors.labels("mongodb").inc()
+        log.warning("503: %s", exc)
+        return render.json_response(
+            {"detail": f"batch views unavailable: {exc}"}, 503, _retry_after(services)
+        )
+
+    async def nothing_served(request: Request, exc: Exception) -> render.JsonBytes:
+        return render.json_response({"detail": str(exc)}, 503, _retry_after(services))
+
+    async def kafka_down(request: Request, exc: Exception) -> render.JsonBytes:
+        services.metrics.store_errors.labels("kafka").inc()
+        log.warning("503: %s", exc)
+        return render.json_response({"detail": str(exc)}, 503, _retry_after(services))
+
+    async def timed_out(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, ConsistencyTimeout)
+        return render.json_response({"detail": str(exc), "pending": exc.pending}, 504)
+
+    app.add_exception_handler(InvalidQuery, invalid_query)
+    app.add_exception_handler(InvalidEvents, invalid_events)
+    app.add_exception_handler(PayloadTooLarge, too_large)
+    app.add_exception_handler(BatchUnavailable, batch_down)
+    app.add_exception_handler(NothingServed, nothing_served)
+    app.add_exception_handler(KafkaUnavailable, kafka_down)
+    app.add_exception_handler(ConsistencyTimeout, timed_out)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    services = build_services(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            services.ingest.close()
+            await services.redis.aclose()
+            await services.mongo.close()
+
+    app = FastAPI(
+        title="Lambda analytics API",
+        version="1.0.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    app.include_router(queries.router)
+    app.include_router(events.router)
+    app.include_router(ops.router)
+    _install_error_handlers(app, services)
+    app.add_middleware(MetricsMiddleware, metrics=services.metrics)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            # The events body is parsed by hand (limits, per-event errors); document its model here.
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components["PageView"] = PageView.model_json_schema(ref_template="#/components/schemas/{model}")
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

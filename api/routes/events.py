@@ -1,0 +1,75 @@
+"""POST /v1/events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from api import render
+from api.deps import ApiKeyDep, ServicesDep
+from api.events import parse_events, read_body
+from api.schemas import ErrorResponse, EventsAccepted, ValidationErrorResponse
+from contract import PageView
+
+router = APIRouter(prefix="/v1", tags=["events"])
+
+_EVENT_SCHEMA = PageView.model_json_schema()
+_EVENT_EXAMPLE = {
+    "event_id": "e-42",
+    "ts": "2026-11-21T06:10:00Z",
+    "visitor_id": "v-7",
+    "url": "https://shop.example.com/cart",
+    "country": "DE",
+}
+REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {"$ref": "#/components/schemas/PageView"},
+                        {"type": "array", "items": {"$ref": "#/components/schemas/PageView"}, "minItems": 1},
+                    ]
+                },
+                "examples": {
+                    "one": {"summary": "one event", "value": _EVENT_EXAMPLE},
+                    "batch": {
+                        "summary": "a batch",
+                        "value": [_EVENT_EXAMPLE, {**_EVENT_EXAMPLE, "event_id": "e-43"}],
+                    },
+                },
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/events",
+    status_code=202,
+    response_model=EventsAccepted,
+    responses={
+        401: {"model": ErrorResponse, "description": "An API key is required and missing or wrong."},
+        413: {"model": ErrorResponse, "description": "Body or event count above the limits."},
+        422: {"model": ValidationErrorResponse, "description": "Invalid events; nothing was produced."},
+        503: {"model": ErrorResponse, "description": "Kafka did not acknowledge; resending is safe."},
+    },
+    openapi_extra=REQUEST_BODY,
+    summary="Ingest one page view or a batch",
+)
+async def post_events(request: Request, services: ServicesDep, _: ApiKeyDep) -> render.JsonBytes:
+    """Validated with the event contract and produced to Kafka (idempotent producer, acks=all).
+    All or nothing: one invalid event rejects the request with every broken field listed. Events
+    are deduplicated by `event_id` downstream, so resending after an error is safe."""
+    body = await read_body(request, services.settings.api_max_body_bytes)
+    accepted = await services.ingest.produce(parse_events(body, services.settings))
+    return render.json_response(
+        {
+            "accepted": len(accepted.events),
+            "events": [{"event_id": e, "partition": p, "offset": o} for e, p, o in accepted.events],
+            "token": accepted.token,
+        },
+        status_code=202,
+    )

@@ -1,0 +1,46 @@
+"""GET /v1/status, /healthz, /readyz and /metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from api import render
+from api.deps import ServicesDep
+from api.schemas import HealthResponse, ReadyResponse, StatusResponse
+from api.status import collect_status, readiness
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/v1/status", response_model=StatusResponse, summary="Served generation, speed layer, log")
+async def status(services: ServicesDep) -> render.JsonBytes:
+    """The served generation (cut, age), the speed layer's committed offsets, lag per partition and
+    last micro-batch, the log's end offsets and the DLQ size. A store that does not answer is
+    listed under `errors`; the rest is still reported."""
+    return render.json_response(await collect_status(services))
+
+
+@router.get("/healthz", response_model=HealthResponse, summary="The process is up")
+async def healthz() -> render.JsonBytes:
+    return render.json_response({"status": "ok"})
+
+
+@router.get(
+    "/readyz",
+    response_model=ReadyResponse,
+    responses={503: {"model": ReadyResponse, "description": "MongoDB does not answer."}},
+    summary="Can queries be served (MongoDB, Redis, Kafka checked)",
+)
+async def readyz(services: ServicesDep) -> render.JsonBytes:
+    result = await readiness(services)
+    return render.json_response(result, status_code=200 if result["ready"] else 503)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}},
+    summary="Prometheus metrics",
+)
+async def metrics(services: ServicesDep) -> Response:
+    return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

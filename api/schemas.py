@@ -1,0 +1,284 @@
+"""Response models: the API's OpenAPI document, with an example for every answer.
+
+Handlers return pre-serialised JSON built by api.render (orjson is twice as fast as validating
+and encoding through these models on every request); the tests check that every answer validates
+against its model, and the schemathesis run checks it against the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving_layer import Granularity
+
+COVERS_EXAMPLE: dict[str, Any] = {
+    "generation": 12,
+    "batch_offsets": {"0": 2496775, "1": 2506513},
+    "batch_as_of": "2026-11-21T06:00:00Z",
+    "realtime_offsets": {"0": 2503120, "1": 2512877},
+}
+META_EXAMPLE: dict[str, Any] = {"partial": False, "missing": [], "covers": COVERS_EXAMPLE}
+
+
+def _examples(*examples: dict[str, Any]) -> ConfigDict:
+    return ConfigDict(populate_by_name=True, json_schema_extra={"examples": list(examples)})
+
+
+class Covers(BaseModel):
+    """Which events the answer includes: every event of the log below ``batch_offsets`` (the served
+    generation's cut, taken at ``batch_as_of``) and every event below ``realtime_offsets`` (the
+    speed layer's last commit; null when the realtime views could not be read)."""
+
+    model_config = _examples(COVERS_EXAMPLE)
+
+    generation: int = Field(description="The served generation the whole answer comes from.")
+    batch_offsets: dict[str, int] = Field(description="Kafka partition -> end offset of the batch views.")
+    batch_as_of: datetime = Field(description="When the generation's cut was taken.")
+    realtime_offsets: dict[str, int] | None = Field(
+        description="Kafka partition -> end offset the realtime views include; null if missing."
+    )
+
+
+class AnswerMeta(BaseModel):
+    partial: bool = Field(description="True when part of the data could not be read (see `missing`).")
+    missing: list[Literal["realtime"]] = Field(description="What the answer lacks when partial.")
+    covers: Covers
+
+
+class PageviewsPoint(BaseModel):
+    start: datetime = Field(description="Start of the bucket (UTC); a day bucket may be cut by the range.")
+    pageviews: int
+
+
+class PageviewsResponse(AnswerMeta):
+    model_config = _examples(
+        {
+            "view": "url_traffic",
+            "key": "https://shop.example.com/cart",
+            "from": "2026-11-20T00:00:00Z",
+            "to": "2026-11-20T03:00:00Z",
+            "granularity": "hour",
+            "series": [
+                {"start": "2026-11-20T00:00:00Z", "pageviews": 120},
+                {"start": "2026-11-20T01:00:00Z", "pageviews": 97},
+                {"start": "2026-11-20T02:00:00Z", "pageviews": 88},
+            ],
+            "total": 305,
+            **META_EXAMPLE,
+        }
+    )
+
+    view: Literal["url_traffic", "site_traffic"]
+    key: str = Field(description="The normalised URL, or the site (host) for site-wide answers.")
+    from_: datetime = Field(alias="from")
+    to: datetime
+    granularity: Granularity
+    series: list[PageviewsPoint]
+    total: int
+
+
+class Distinct(BaseModel):
+    estimate: float = Field(description="Distinct visitors (an HLL estimate unless `exact`).")
+    lower: float = Field(description="95% lower bound.")
+    upper: float = Field(description="95% upper bound.")
+    exact: bool = Field(
+        description="True when the value is the exact count of the batch views alone (no realtime data "
+        "contributes and the bucket is one stored batch bucket)."
+    )
+
+
+class DistinctPoint(Distinct):
+    start: datetime
+
+
+class UniqueVisitorsResponse(AnswerMeta):
+    model_config = _examples(
+        {
+            "view": "url_traffic",
+            "key": "https://shop.example.com/cart",
+            "from": "2026-11-19T00:00:00Z",
+            "to": "2026-11-21T00:00:00Z",
+            "granularity": "day",
+            "series": [
+                {"start": "2026-11-19T00:00:00Z", "estimate": 812, "lower": 812, "upper": 812, "exact": True},
+                {
+                    "start": "2026-11-20T00:00:00Z",
+                    "estimate": 790.4,
+                    "lower": 775.1,
+                    "upper": 806.2,
+                    "exact": False,
+                },
+            ],
+            "total": {"estimate": 1490.7, "lower": 1462.3, "upper": 1519.9, "exact": False},
+            **META_EXAMPLE,
+        }
+    )
+
+    view: Literal["url_traffic", "site_traffic"]
+    key: str
+    from_: datetime = Field(alias="from")
+    to: datetime
+    granularity: Granularity
+    series: list[DistinctPoint]
+    total: Distinct = Field(description="Distinct visitors over the whole range: the union, never a sum.")
+
+
+class TopEntry(BaseModel):
+    rank: int
+    url: str
+    pageviews: int
+
+
+class TopUrlsResponse(AnswerMeta):
+    model_config = _examples(
+        {
+            "from": "2026-11-14T00:00:00Z",
+            "to": "2026-11-21T00:00:00Z",
+            "limit": 2,
+            "site": None,
+            "urls": [
+                {"rank": 1, "url": "https://shop.example.com/", "pageviews": 51234},
+                {"rank": 2, "url": "https://blog.example.com/", "pageviews": 20410},
+            ],
+            **META_EXAMPLE,
+        }
+    )
+
+    from_: datetime = Field(alias="from", description="Start of the first whole UTC day ranked.")
+    to: datetime = Field(description="End of the last whole UTC day ranked (the range rounded outwards).")
+    limit: int
+    site: str | None
+    urls: list[TopEntry]
+
+
+class AcceptedEvent(BaseModel):
+    event_id: str
+    partition: int
+    offset: int
+
+
+class EventsAccepted(BaseModel):
+    model_config = _examples(
+        {
+            "accepted": 1,
+            "events": [{"event_id": "e-42", "partition": 3, "offset": 1048576}],
+            "token": "o1.eyIzIjoxMDQ4NTc3fQ",
+        }
+    )
+
+    accepted: int
+    events: list[AcceptedEvent]
+    token: str = Field(
+        description="Pass as `after` to a query to have it include these events (read your writes)."
+    )
+
+
+class ServedStatus(BaseModel):
+    generation: int
+    cut: dict[str, int]
+    cut_at: datetime = Field(description="When the generation's cut was taken.")
+    served_at: datetime | None
+    batch_age_s: float = Field(description="Age of the batch views: seconds since the cut.")
+
+
+class SpeedStatus(BaseModel):
+    batch_id: int = Field(description="Last committed micro-batch (-1: none yet).")
+    committed_offsets: dict[str, int]
+    lag: dict[str, int] | None = Field(description="Partition -> events in the log not yet committed.")
+    last_batch_at: datetime | None
+    last_batch: dict[str, Any] | None = Field(description="The speed layer's report of its last micro-batch.")
+
+
+class LogStatus(BaseModel):
+    end_offsets: dict[str, int]
+    dlq_records: int = Field(description="Records in the dead-letter topic (end minus start offsets).")
+
+
+class StatusResponse(BaseModel):
+    model_config = _examples(
+        {
+            "served": {
+                "generation": 12,
+                "cut": {"0": 2496775},
+                "cut_at": "2026-11-21T06:00:00Z",
+                "served_at": "2026-11-21T06:02:10Z",
+                "batch_age_s": 412.5,
+            },
+            "speed": {
+                "batch_id": 5120,
+                "committed_offsets": {"0": 2503120},
+                "lag": {"0": 14},
+                "last_batch_at": "2026-11-21T06:06:52Z",
+                "last_batch": {"rows": 1200, "seconds": 0.31},
+            },
+            "log": {"end_offsets": {"0": 2503134}, "dlq_records": 17},
+            "errors": {},
+        }
+    )
+
+    served: ServedStatus | None
+    speed: SpeedStatus | None
+    log: LogStatus | None
+    errors: dict[str, str] = Field(description="Component -> why its part of the status is missing.")
+
+
+class Check(BaseModel):
+    ok: bool
+    detail: str
+
+
+class ReadyResponse(BaseModel):
+    model_config = _examples(
+        {
+            "ready": True,
+            "checks": {
+                "mongodb": {"ok": True, "detail": "ok"},
+                "redis": {"ok": True, "detail": "ok"},
+                "kafka": {"ok": True, "detail": "ok"},
+            },
+        }
+    )
+
+    ready: bool = Field(
+        description="MongoDB answers: queries can be served (Redis or Kafka down only degrade)."
+    )
+    checks: dict[str, Check]
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+
+
+class ErrorResponse(BaseModel):
+    model_config = _examples({"detail": "batch views unavailable: MongoDB: connection refused"})
+
+    detail: str
+
+
+class TimeoutResponse(BaseModel):
+    model_config = _examples(
+        {
+            "detail": "after 2.00 s the served views do not cover: partition 3 below offset 1048577",
+            "pending": {"3": 1048577},
+        }
+    )
+
+    detail: str
+    pending: dict[str, int] = Field(description="Partition -> end offset not yet covered.")
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationErrorResponse(BaseModel):
+    model_config = _examples(
+        {"detail": [{"loc": ["query", "from"], "msg": "must be before to", "type": "value_error"}]}
+    )
+
+    detail: list[FieldError]

@@ -1,0 +1,98 @@
+"""GET /v1/status and /readyz behind the routes: each store asked concurrently, each failure
+reported by component instead of failing the whole answer (status is what you read during an
+incident)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from api.deps import Services
+from api.kafka import KafkaUnavailable, LogOffsets
+from serving_layer import NothingServed, ServingError
+from serving_layer.engine import ServingState
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
+
+
+async def collect_status(services: Services) -> dict[str, Any]:
+    errors: dict[str, str] = {}
+    state_result, log_result = await asyncio.gather(
+        services.engine.state(), services.kafka.offsets(), return_exceptions=True
+    )
+    state: ServingState | None = None
+    log: LogOffsets | None = None
+    if isinstance(state_result, ServingState):
+        state = state_result
+        if state.realtime_error:
+            errors["redis"] = state.realtime_error
+    elif isinstance(state_result, NothingServed):
+        errors["served"] = str(state_result)
+    elif isinstance(state_result, ServingError):
+        errors["mongodb"] = str(state_result)
+    elif isinstance(state_result, BaseException):
+        raise state_result
+    if isinstance(log_result, LogOffsets):
+        log = log_result
+    elif isinstance(log_result, KafkaUnavailable):
+        errors["kafka"] = str(log_result)
+    elif isinstance(log_result, BaseException):
+        raise log_result
+
+    served = None
+    if state is not None:
+        g = state.generation
+        served = {
+            "generation": g.gen,
+            "cut": g.cut,
+            "cut_at": g.started_at,
+            "served_at": g.served_at,
+            "batch_age_s": round((datetime.now(UTC) - g.started_at).total_seconds(), 3),
+        }
+    speed = None
+    if state is not None and state.commit is not None:
+        committed = state.commit.offsets
+        cut = state.generation.cut
+        lag = None
+        if log is not None:
+            # Events in the log that no view holds yet: beyond both the cut and the speed layer's commit.
+            lag = {
+                p: max(0, end - max(committed.get(p, 0), cut.get(p, 0))) for p, end in log.events_end.items()
+            }
+        stats = state.speed_stats
+        speed = {
+            "batch_id": state.commit.batch_id,
+            "committed_offsets": committed,
+            "lag": lag,
+            "last_batch_at": _parse_time(stats.get("at")) if stats else None,
+            "last_batch": stats,
+        }
+    log_out = None if log is None else {"end_offsets": log.events_end, "dlq_records": log.dlq_records}
+    return {"served": served, "speed": speed, "log": log_out, "errors": errors}
+
+
+async def _check(aw: Any) -> dict[str, Any]:
+    try:
+        await aw
+    except Exception as exc:
+        return {"ok": False, "detail": str(exc) or type(exc).__name__}
+    return {"ok": True, "detail": "ok"}
+
+
+async def readiness(services: Services) -> dict[str, Any]:
+    """Ready when MongoDB answers: without it nothing can be served; Redis or Kafka being down only
+    degrades answers (batch-only) or writes, and is reported here for the operator."""
+    engine = services.engine
+    mongo, redis_check, kafka = await asyncio.gather(
+        _check(engine.batch.ping()), _check(engine.realtime.ping()), _check(services.kafka.offsets())
+    )
+    return {"ready": mongo["ok"], "checks": {"mongodb": mongo, "redis": redis_check, "kafka": kafka}}

@@ -1,0 +1,299 @@
+"""API benchmark: requests/s and latency of three queries against one uvicorn worker.
+
+Data: the 10M-event, 30-day load of bench/batch.py (cached in the `bench_batch` database; loaded
+here if missing), plus realtime views for the queried keys on the last two days, so every answer
+merges batch and realtime values. The API runs as `python -m api` (one worker, uvloop, httptools);
+the load comes from a small Go program (bench/loadgen) on the same machine: C keep-alive
+connections sending requests back to back for D seconds after a warm-up.
+
+Queries: a 7-day hourly pageviews series of one URL, 7-day unique visitors of one URL per day (HLL
+unions), a 30-day daily pageviews series of a whole site. Each is asked once cold first (batch
+documents not yet in the API's cache; on FerretDB each read scans its collection) and then under
+load. Targets: >= 1,500 requests/s and p99 <= 20 ms per query type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import redis
+from datasketches import hll_sketch, tgt_hll_type
+from pymongo import MongoClient
+from redis.typing import EncodableT, FieldT
+from rich.console import Console
+from rich.table import Table
+
+from batch_layer.store import collection_name, rank_document_id
+from bench.batch import bench_settings, ensure_loaded
+from bench.common import running_stack, write_result
+from config.settings import PROJECT_ROOT, Settings, get_settings
+from generations import keys
+from generations.registry import Generation, GenerationRegistry
+from ingest.topics import ensure_topics
+
+TARGET_RPS = 1500
+TARGET_P99_MS = 20.0
+SITE = "shop.example.com"
+
+
+def _served(settings: Settings) -> Generation | None:
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
+    r = redis.Redis.from_url(settings.redis_url)
+    try:
+        return GenerationRegistry(client[settings.mongo_db], r, lambda: {}).served()
+    finally:
+        client.close()
+        r.close()
+
+
+def _top_url(settings: Settings, gen: Generation, day: str) -> str | None:
+    """The most viewed URL of ``day``, from its ranking; None if the generation has no rankings
+    (written before they existed)."""
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
+    try:
+        holder = gen.day_map["url_traffic"][day]
+        doc = client[settings.mongo_db][collection_name("url_traffic", holder)].find_one(
+            {"_id": rank_document_id(day)}
+        )
+        return str(doc["keys"][0]) if doc and doc["keys"] else None
+    finally:
+        client.close()
+
+
+def _ensure_data(settings: Settings, console: Console, events: int) -> tuple[Generation, str]:
+    """The served generation of the cached load and the most viewed URL of its last day; loads
+    the data, or recomputes views written before rankings existed, only when needed (Spark)."""
+
+    def usable() -> tuple[Generation, str] | None:
+        gen = _served(settings)
+        if gen is None:
+            return None
+        url = _top_url(settings, gen, max(gen.day_map["url_traffic"]))
+        return None if url is None else (gen, url)
+
+    found = usable()
+    if found is None:
+        from batch_layer.job import BatchJob
+
+        job = BatchJob(settings)
+        try:
+            ensure_loaded(settings, job, console, events)
+            if usable() is None:
+                console.print("recomputing the batch views (the served ones have no rankings)...")
+                job.run(full=True)
+        finally:
+            job.close()
+        found = usable()
+        assert found is not None
+    return found
+
+
+def _sketch(visitors: list[str], lg_k: int) -> bytes:
+    sketch = hll_sketch(lg_k, tgt_hll_type.HLL_8)
+    for v in visitors:
+        sketch.update(v)
+    return bytes(sketch.serialize_compact())
+
+
+def _seed_realtime(
+    settings: Settings, gen: int, targets: list[tuple[str, str]], days: list[str]
+) -> list[str]:
+    """Realtime hashes (as the speed layer writes them) for the queried keys on ``days``."""
+    rng = random.Random(5)
+    r = redis.Redis.from_url(settings.redis_url)
+    written = []
+    try:
+        with r.pipeline(transaction=True) as pipe:
+            for view, key in targets:
+                for day in days:
+                    fields: dict[FieldT, EncodableT] = {}
+                    total: list[str] = []
+                    for hour in range(24):
+                        visitors = [f"rt-{rng.randrange(5000)}" for _ in range(rng.randrange(20, 200))]
+                        fields[keys.hour_field(keys.PV, hour)] = len(visitors)
+                        fields[keys.hour_field(keys.SKETCH, hour)] = _sketch(visitors, settings.hll_lg_k)
+                        total += visitors
+                    fields[keys.PV] = len(total)
+                    fields[keys.SKETCH] = _sketch(total, settings.hll_lg_k)
+                    name = keys.realtime_key(gen, view, key, day)
+                    pipe.delete(name)
+                    pipe.hset(name, mapping=fields)
+                    written.append(name)
+            pipe.execute()
+    finally:
+        r.close()
+    return written
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _loadgen(settings: Settings) -> Path:
+    binary = settings.cache_dir / "bin" / "loadgen"
+    go = shutil.which("go")
+    if go is None:
+        raise SystemExit("the load generator needs Go (installed by `make setup`)")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([go, "build", "-o", str(binary), "."], cwd=PROJECT_ROOT / "bench" / "loadgen", check=True)
+    return binary
+
+
+def _start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "LAMBDA_EVENTS_TOPIC": settings.events_topic,
+        "LAMBDA_DLQ_TOPIC": settings.dlq_topic,
+        "LAMBDA_MONGO_DB": settings.mongo_db,
+        "LAMBDA_REDIS_DB": str(settings.redis_db),
+        "LAMBDA_API_PORT": str(port),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api"], cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit("the API did not come up")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds measured per query")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--port", type=int, default=None, help="API port (default: settings + 100)")
+    args = parser.parse_args(argv)
+    console = Console()
+    settings = bench_settings(get_settings())
+    port = args.port or settings.api_port + 100
+
+    with running_stack(settings):
+        ensure_topics(settings)
+        gen, url = _ensure_data(settings, console, args.events)
+        last_day = max(gen.day_map["url_traffic"])
+        end_7 = datetime.fromisoformat(last_day).replace(tzinfo=UTC) + timedelta(hours=12)
+        end_30 = datetime.fromisoformat(last_day).replace(tzinfo=UTC) + timedelta(days=1)
+        days = [(end_30 - timedelta(days=d)).date().isoformat() for d in (1, 2)]
+        seeded = _seed_realtime(settings, gen.gen, [("url_traffic", url), ("site_traffic", SITE)], days)
+
+        def query(path: str, **params: str) -> str:
+            return f"http://127.0.0.1:{port}{path}?{urlencode(params)}"
+
+        window_7 = {"from": (end_7 - timedelta(days=7)).isoformat(), "to": end_7.isoformat()}
+        queries = {
+            "pageviews_7d_hourly_url": query("/v1/pageviews", url=url, granularity="hour", **window_7),
+            "unique_visitors_7d_url": query("/v1/unique-visitors", url=url, granularity="day", **window_7),
+            "pageviews_30d_daily_site": query(
+                "/v1/pageviews",
+                site=SITE,
+                granularity="day",
+                **{"from": (end_30 - timedelta(days=30)).isoformat(), "to": end_30.isoformat()},
+            ),
+        }
+        loadgen = _loadgen(settings)
+        api = _start_api(settings, port)
+        results: dict[str, Any] = {}
+        load_before = os.getloadavg()
+        try:
+            for name, target in queries.items():
+                t0 = time.perf_counter()
+                first = httpx.get(target, timeout=600)
+                cold_ms = (time.perf_counter() - t0) * 1000
+                first.raise_for_status()
+                body = first.json()
+                urls_file = settings.var_dir / "bench" / f"api-{name}.urls"
+                urls_file.parent.mkdir(parents=True, exist_ok=True)
+                urls_file.write_text(target + "\n")
+                cpu0, wall0 = _cpu_seconds(api.pid), time.perf_counter()
+                run = subprocess.run(
+                    [
+                        str(loadgen),
+                        f"-urls={urls_file}",
+                        f"-c={args.connections}",
+                        f"-d={args.duration}s",
+                        "-warmup=3s",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                cpu_share = (_cpu_seconds(api.pid) - cpu0) / (time.perf_counter() - wall0)
+                figures = json.loads(run.stdout)
+                # The worker's own CPU per request: what it would serve with a core to itself,
+                # whatever else the machine runs meanwhile (the load generator, other jobs).
+                figures["api_cpu_share"] = round(cpu_share, 3)
+                per_request = cpu_share * 1000 / max(figures["requests_per_s"], 1)
+                figures["api_cpu_ms_per_request"] = round(per_request, 3)
+                figures["cold_first_request_ms"] = round(cold_ms, 1)
+                figures["series_points"] = len(body["series"])
+                figures["met_target"] = (
+                    figures["requests_per_s"] >= TARGET_RPS
+                    and figures["p99_ms"] <= TARGET_P99_MS
+                    and figures["errors"] == 0
+                    and figures["non_2xx"] == 0
+                )
+                figures["url"] = target
+                results[name] = figures
+        finally:
+            api.terminate()
+            api.wait(timeout=30)
+            r = redis.Redis.from_url(settings.redis_url)
+            if seeded:
+                r.delete(*seeded)
+            r.close()
+
+    table = Table(title="API, one uvicorn worker")
+    for column in ("query", "req/s", "p50 ms", "p99 ms", "cold ms", "CPU ms/req", "target met"):
+        table.add_column(column)
+    for name, f in results.items():
+        table.add_row(
+            name,
+            f"{f['requests_per_s']:,.0f}",
+            f"{f['p50_ms']:.2f}",
+            f"{f['p99_ms']:.2f}",
+            f"{f['cold_first_request_ms']:,.0f}",
+            f"{f['api_cpu_ms_per_request']:.3f}",
+            str(f["met_target"]),
+        )
+    console.print(table)
+    path = write_result(
+        "api",
+        {
+            "targets": {"requests_per_s": TARGET_RPS, "p99_ms": TARGET_P99_MS},
+            "setup": {
+                "workers": 1,
+                "connections": args.connections,
+                "seconds_per_query": args.duration,
+                "generation": gen.gen,
+                "load_average_before": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            },
+            "queries": results,
+        },
+    )
+    console.print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+module lambda-platform/bench/loadgen
+
+go 1.22

@@ -1,0 +1,148 @@
+"""The values the readers hand to the query engine, and the errors the engine raises.
+
+Nothing here knows about HTTP: the API maps :class:`InvalidQuery` to 422, :class:`BatchUnavailable`
+and :class:`NothingServed` to 503 and :class:`ConsistencyTimeout` to 504.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from views import sketches
+
+Offsets = dict[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDoc:
+    """One batch-view document (batch_layer.store): a key's day and its 24 hours."""
+
+    pv: int
+    uv: int
+    sk: bytes | None
+    h_pv: list[int]
+    h_uv: list[int]
+    h_sk: list[bytes | None]
+    _unions: dict[tuple[int, ...], bytes | None] = field(default_factory=dict, compare=False, repr=False)
+    """Memo of :meth:`hours_union` (the document is immutable, so are its unions)."""
+
+    def hours_union(self, hours: tuple[int, ...]) -> bytes | None:
+        """The union of some hours' sketches, serialised; computed once per document and hours."""
+        if hours not in self._unions:
+            self._unions[hours] = sketches.union_bytes(self.h_sk[h] for h in hours)
+        return self._unions[hours]
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> BatchDoc:
+        def raw(value: Any) -> bytes | None:
+            return None if value is None else bytes(value)
+
+        return cls(
+            pv=int(doc["pv"]),
+            uv=int(doc["uv"]),
+            sk=raw(doc.get("sk")),
+            h_pv=[int(v) for v in doc["h_pv"]],
+            h_uv=[int(v) for v in doc["h_uv"]],
+            h_sk=[raw(v) for v in doc["h_sk"]],
+        )
+
+    @property
+    def size(self) -> int:
+        """Approximate bytes held in memory, for the cache's budget."""
+        return 600 + len(self.sk or b"") + sum(len(s) for s in self.h_sk if s)
+
+
+@dataclass(frozen=True)
+class GenerationInfo:
+    """What a query needs of a published generation; fixed once it is published."""
+
+    gen: int
+    cut: Offsets
+    started_at: datetime
+    served_at: datetime | None
+    day_map: dict[str, dict[str, int]]
+    """view -> day -> generation whose collection holds that day's documents."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """The served pointer as Redis' hot copy has it."""
+
+    gen: int
+    cut: Offsets
+
+
+@dataclass(frozen=True)
+class SpeedCommit:
+    batch_id: int = -1
+    offsets: Offsets = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HashRead:
+    """Fields of one realtime hash: (view, key, day) of the served generation."""
+
+    view: str
+    key: str
+    day: str
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RankRead:
+    """The realtime ranking (key -> day's page views) of one view and day."""
+
+    view: str
+    day: str
+
+
+@dataclass(frozen=True)
+class RealtimeSnapshot:
+    """One transaction's view of Redis: the served pointer, the speed layer's commit, the data.
+
+    ``hashes[i]`` answers the i-th :class:`HashRead` (field -> raw value, absent fields left out);
+    ``ranks[i]`` the i-th :class:`RankRead`. ``served`` is None when Redis has no served pointer
+    (nothing published yet, or Redis lost its data); then the data lists are empty.
+    """
+
+    served: Served | None
+    commit: SpeedCommit
+    hashes: list[dict[str, bytes]]
+    ranks: list[list[tuple[str, float]]]
+
+
+class ServingError(RuntimeError):
+    pass
+
+
+class InvalidQuery(ServingError):
+    """A query that cannot be answered as asked; names the parameter at fault."""
+
+    def __init__(self, param: str, problem: str) -> None:
+        super().__init__(f"{param}: {problem}")
+        self.param = param
+        self.problem = problem
+
+
+class BatchUnavailable(ServingError):
+    """MongoDB did not answer: without batch views no number would be right."""
+
+
+class RealtimeUnavailable(ServingError):
+    """Redis did not answer: answers fall back to the batch views, flagged partial."""
+
+
+class NothingServed(ServingError):
+    """No generation has been published yet."""
+
+
+class ConsistencyTimeout(ServingError):
+    """The events a query asked to see were not yet visible when its wait ran out."""
+
+    def __init__(self, pending: Offsets, waited_s: float) -> None:
+        parts = ", ".join(f"partition {p} below offset {o}" for p, o in sorted(pending.items()))
+        super().__init__(f"after {waited_s:.2f} s the served views do not cover: {parts}")
+        self.pending = pending
+        self.waited_s = waited_s

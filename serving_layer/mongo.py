@@ -1,0 +1,147 @@
+"""BatchReader on MongoDB (FerretDB locally): published generations and their batch documents.
+
+Every read is a ``find_one`` by ``_id``, the only lookup a MongoDB-protocol server can be expected
+to serve from an index. Everything read is cached in process: generations once published and batch
+documents never change (see serving_layer.cache), so a document is read once per process.
+
+Misses are fetched concurrently, but at most ``max_concurrent`` at a time and once per document
+even when many queries miss it together (single flight): FerretDB 1.24 on SQLite does not use its
+``_id`` index for ``find`` (its query says ``->'$._id'``, its index ``->"_id"``), so each read
+scans the collection (~0.8 s for 63K documents), and a burst of cold queries would otherwise pile
+up scans until every one of them times out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
+
+from batch_layer.store import collection_name, rank_document_id, ranking_from_chunks
+from serving_layer.cache import LruCache
+from serving_layer.model import BatchDoc, BatchUnavailable, GenerationInfo
+from serving_layer.readers import DocRef
+from views.rows import document_id
+
+T = TypeVar("T")
+PUBLISHED_STATES = frozenset({"served", "superseded", "retired"})
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def generation_info(doc: dict[str, Any]) -> GenerationInfo:
+    started = _utc(doc["started_at"])
+    assert started is not None
+    return GenerationInfo(
+        gen=int(doc["_id"]),
+        cut={int(p): int(o) for p, o in doc["cut"].items()},
+        started_at=started,
+        served_at=_utc(doc.get("served_at")),
+        day_map=doc.get("day_map") or {},
+    )
+
+
+class MongoBatchReader:
+    def __init__(
+        self,
+        client: AsyncMongoClient[dict[str, Any]],
+        db_name: str,
+        cache_bytes: int,
+        max_concurrent: int = 4,
+    ) -> None:
+        self.client = client
+        self.db = client[db_name]
+        self.documents_cache: LruCache[BatchDoc | None] = LruCache(cache_bytes)
+        self.rankings_cache: LruCache[list[tuple[str, int]]] = LruCache(cache_bytes // 4)
+        self._generations: dict[int, GenerationInfo] = {}
+        self._reads = asyncio.Semaphore(max_concurrent)
+        self._in_flight: dict[tuple[str, int, str, str], asyncio.Future[BatchDoc | None]] = {}
+
+    async def _call(self, aw: Awaitable[T]) -> T:
+        try:
+            return await aw
+        except PyMongoError as exc:
+            raise BatchUnavailable(f"MongoDB: {exc}") from exc
+
+    async def generation(self, gen: int) -> GenerationInfo:
+        info = self._generations.get(gen)
+        if info is not None:
+            return info
+        doc = await self._call(self.db["generations"].find_one({"_id": gen}))
+        if doc is None:
+            raise BatchUnavailable(f"generation {gen} is not in the registry")
+        info = generation_info(doc)
+        if doc.get("state") in PUBLISHED_STATES or str(doc.get("state", "")).endswith("-dropped"):
+            self._generations[gen] = info
+        return info
+
+    async def served_generation(self) -> GenerationInfo | None:
+        pointer = await self._call(self.db["registry"].find_one({"_id": "served"}))
+        return None if pointer is None else await self.generation(int(pointer["gen"]))
+
+    async def documents(self, view: str, refs: Sequence[DocRef]) -> list[BatchDoc | None]:
+        out: list[BatchDoc | None] = [None] * len(refs)
+        missing: list[int] = []
+        cache = self.documents_cache
+        for i, ref in enumerate(refs):
+            found, doc = cache.get((view, *ref))
+            if found:
+                out[i] = doc
+            else:
+                missing.append(i)
+        if missing:
+            fetched = await asyncio.gather(*(self._fetch(view, refs[i]) for i in missing))
+            for i, doc in zip(missing, fetched, strict=True):
+                out[i] = doc
+        return out
+
+    async def _fetch(self, view: str, ref: DocRef) -> BatchDoc | None:
+        """One document, read once however many queries wait for it."""
+        key = (view, *ref)
+        future = self._in_flight.get(key)
+        if future is None:
+            future = asyncio.ensure_future(self._load(view, ref))
+            self._in_flight[key] = future
+            future.add_done_callback(lambda _: self._in_flight.pop(key, None))
+        return await asyncio.shield(future)
+
+    async def _load(self, view: str, ref: DocRef) -> BatchDoc | None:
+        holder, key, day = ref
+        target = self.db[collection_name(view, holder)]
+        async with self._reads:
+            raw = await self._call(target.find_one({"_id": document_id(key, day)}))
+        doc = None if raw is None else BatchDoc.from_document(raw)
+        self.documents_cache.put((view, *ref), doc, 100 if doc is None else doc.size)
+        return doc
+
+    async def ranking(self, view: str, holder: int, day: str) -> list[tuple[str, int]]:
+        key = (view, holder, day)
+        found, cached = self.rankings_cache.get(key)
+        if found and cached is not None:
+            return cached
+        target = self.db[collection_name(view, holder)]
+        async with self._reads:
+            first = await self._call(target.find_one({"_id": rank_document_id(day)}))
+            rest: list[dict[str, Any] | None] = []
+            if first is not None and first["chunks"] > 1:
+                rest = [
+                    await self._call(target.find_one({"_id": rank_document_id(day, i)}))
+                    for i in range(1, first["chunks"])
+                ]
+        ranking = None if first is None else ranking_from_chunks([first, *rest])
+        if ranking is None:
+            raise BatchUnavailable(
+                f"{collection_name(view, holder)} has no complete ranking for {day} "
+                "(written before rankings existed? run a full recompute)"
+            )
+        self.rankings_cache.put(key, ranking, 64 + sum(len(k) + 80 for k, _ in ranking))
+        return ranking
+
+    async def ping(self) -> None:
+        await self._call(self.client.admin.command("ping"))

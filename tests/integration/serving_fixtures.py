@@ -1,0 +1,155 @@
+"""Fixtures of the serving tests: platforms with a served generation, on the real services.
+
+- ``served``: one Spark batch generation over generated traffic, plus realtime views of the
+  traffic that came after its cut (written like the speed layer writes them). Session-scoped:
+  a batch run costs seconds, and these tests only read.
+- ``bare``: a served generation without any batch views (opened and published through the
+  registry, no Spark), for API tests that write events and read them back from realtime views.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from confluent_kafka import KafkaException
+from pymongo import MongoClient
+
+from batch_layer.job import BatchJob
+from config.settings import Settings
+from contract import TimeBounds, decode
+from generations.registry import Generation, GenerationRegistry
+from ingest.topics import delete_topics, ensure_topics, log_end_offsets
+from tests.integration.conftest import produce
+from tests.integration.test_batch_layer import traffic
+from tests.integration.test_ingest_kafka import consume_all
+from tests.serving_support import Logged, commit_realtime, end_offsets
+
+WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))
+
+
+@contextlib.contextmanager
+def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: Any) -> Iterator[Settings]:
+    """Own topics, database, master dataset and Redis db; removed afterwards."""
+    unique = uuid.uuid4().hex[:10]
+    settings = stack.model_copy(
+        update={
+            "events_topic": f"t.events.{unique}",
+            "dlq_topic": f"t.dlq.{unique}",
+            "mongo_db": f"t_{unique}",
+            "master_path": (root / "master").as_uri(),
+            "redis_db": redis_db,
+            "retire_grace_s": 0.0,
+            **overrides,
+        }
+    )
+    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=redis_db)
+    r.flushdb()
+    ensure_topics(settings)
+    _wait_for_leaders(settings)
+    try:
+        yield settings
+    finally:
+        delete_topics(settings, [settings.events_topic, settings.dlq_topic])
+        client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
+        client.drop_database(settings.mongo_db)
+        client.close()
+        with contextlib.suppress(redis.RedisError):
+            r.flushdb()
+        r.close()
+
+
+def _wait_for_leaders(settings: Settings, timeout: float = 30.0) -> None:
+    """A new topic answers offset requests only once its partitions have leaders."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            log_end_offsets(settings)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def read_log(settings: Settings) -> list[Logged]:
+    """Every event of the platform's topic with its partition and offset."""
+    return [
+        Logged(m.partition(), m.offset(), decode(m.value(), WIDE))
+        for m in consume_all(settings, settings.events_topic)
+    ]
+
+
+def redis_of(settings: Settings) -> redis.Redis:
+    return redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+
+
+@dataclass
+class Served:
+    settings: Settings
+    generation: Generation
+    logged: list[Logged]
+    """Every valid event in the log, with its position."""
+
+    @property
+    def cut(self) -> dict[int, int]:
+        return self.generation.cut
+
+    @property
+    def below_cut(self) -> list[Any]:
+        return [x.event for x in self.logged if x.offset < self.cut.get(x.partition, 0)]
+
+    @property
+    def events(self) -> list[Any]:
+        return [x.event for x in self.logged]
+
+
+@pytest.fixture(scope="session")
+def served(stack: Settings, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with isolated_platform(stack, tmp_path_factory.mktemp("served"), redis_db=5) as settings:
+        produce(settings, traffic(seed=11, total=4_000, span_hours=30))
+        job = BatchJob(settings, spark)
+        try:
+            job.run()
+            generation = job.registry.served()
+        finally:
+            job.close()
+        assert generation is not None
+        # Traffic after the cut: late and duplicate events included, all for the realtime views.
+        produce(settings, traffic(seed=12, total=1_200, span_hours=3, late_fraction=0.1))
+        logged = read_log(settings)
+        r = redis_of(settings)
+        commit_realtime(r, logged, end_offsets(logged))
+        r.close()
+        yield Served(settings, generation, logged)
+
+
+def publish_empty_generation(settings: Settings) -> Generation:
+    """A served generation with no batch views (cut at the current log end), without Spark."""
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
+    r = redis_of(settings)
+    try:
+        registry = GenerationRegistry(client[settings.mongo_db], r, lambda: log_end_offsets(settings))
+        gen = registry.open("full")
+        gen.day_map = {"url_traffic": {}, "site_traffic": {}}
+        gen.finished_at = datetime.now(UTC)
+        registry.publish(gen)
+        return gen
+    finally:
+        client.close()
+        r.close()
+
+
+@pytest.fixture(scope="module")
+def bare(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    with isolated_platform(stack, tmp_path_factory.mktemp("bare"), redis_db=6) as settings:
+        publish_empty_generation(settings)
+        yield settings

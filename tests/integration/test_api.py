@@ -1,0 +1,203 @@
+"""The REST API on the real services: answers, writes read back, errors that name the parameter."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from api.app import create_app
+from api.schemas import (
+    EventsAccepted,
+    PageviewsResponse,
+    StatusResponse,
+    TopUrlsResponse,
+    UniqueVisitorsResponse,
+)
+from config.settings import Settings
+from ingest.topics import log_end_offsets
+from tests.integration.serving_fixtures import Served, read_log, redis_of
+from tests.serving_support import assert_estimate, commit_realtime, count, end_offsets
+
+
+def hour_floor(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+@pytest.fixture(scope="module")
+def client(bare: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(bare)) as c:
+        yield c
+
+
+def event(url: str = "https://shop.example.com/api-test", **overrides: Any) -> dict[str, Any]:
+    return {
+        "event_id": f"api-{uuid.uuid4().hex[:12]}",
+        "ts": datetime.now(UTC).isoformat(),
+        "visitor_id": "v-api",
+        "url": url,
+        **overrides,
+    }
+
+
+def test_answers_match_the_recount_and_the_response_models(served: Served) -> None:
+    events = served.events
+    start = hour_floor(min(e.ts for e in events))
+    end = hour_floor(max(e.ts for e in events)) + timedelta(hours=1)
+    window = {"from": start.isoformat(), "to": end.isoformat()}
+    with TestClient(create_app(served.settings)) as api:
+        body = api.get("/v1/pageviews", params={"site": "https://shop.example.com", **window}).json()
+        PageviewsResponse.model_validate(body)
+        assert body["key"] == "shop.example.com" and body["view"] == "site_traffic"
+        assert body["total"] == count(events, "site_traffic", "shop.example.com", start, end)[0]
+        assert body["covers"]["batch_offsets"] == {str(p): o for p, o in served.cut.items()}
+
+        url = events[0].url
+        body = api.get("/v1/unique-visitors", params={"url": url, "granularity": "day", **window}).json()
+        UniqueVisitorsResponse.model_validate(body)
+        assert_estimate(body["total"], len(count(events, "url_traffic", url, start, end)[1]))
+
+        body = api.get("/v1/top-urls", params={"limit": 5, **window}).json()
+        TopUrlsResponse.model_validate(body)
+        assert [u["rank"] for u in body["urls"]] == [1, 2, 3, 4, 5]
+
+        status = api.get("/v1/status").json()
+        StatusResponse.model_validate(status)
+        assert status["served"]["generation"] == served.generation.gen
+        assert status["speed"]["committed_offsets"] == {
+            str(p): o for p, o in end_offsets(served.logged).items()
+        }
+        assert set(status["speed"]["lag"].values()) == {0}
+        assert status["log"]["dlq_records"] > 0  # the generator sends malformed records
+        assert status["errors"] == {}
+
+
+def test_posted_events_are_read_back_with_the_offsets_token(bare: Settings, client: TestClient) -> None:
+    url = f"https://shop.example.com/ryw-{uuid.uuid4().hex[:6]}"
+    response = client.post("/v1/events", json=[event(url), event(url, visitor_id="v-2"), event(url)])
+    assert response.status_code == 202, response.text
+    accepted = EventsAccepted.model_validate(response.json())
+    assert accepted.accepted == 3 and len({(e.partition, e.offset) for e in accepted.events}) == 3
+    params = {"url": url, "after": accepted.token}
+
+    # Nothing has committed these events yet: the wait runs out, and the answer says so.
+    late = client.get("/v1/pageviews", params={**params, "wait_ms": 50})
+    assert late.status_code == 504
+    assert late.json()["pending"]
+
+    r = redis_of(bare)
+
+    def speed_layer() -> None:
+        time.sleep(0.3)
+        logged = read_log(bare)
+        commit_realtime(r, logged, end_offsets(logged))
+
+    committer = threading.Thread(target=speed_layer)
+    committer.start()
+    body = client.get("/v1/pageviews", params={**params, "wait_ms": 10_000}).json()
+    committer.join()
+    r.close()
+    assert body["total"] == 3
+    visitors = client.get("/v1/unique-visitors", params={**params, "wait_ms": 1000}).json()
+    assert visitors["total"]["estimate"] == 2
+
+
+def test_invalid_events_are_rejected_with_every_field_and_nothing_is_produced(
+    bare: Settings, client: TestClient
+) -> None:
+    before = log_end_offsets(bare)
+    bad = [
+        event(),
+        event(visitor_id="", country="Germany"),
+        event(url="ftp://x.example.com/"),
+        "not an object",
+    ]
+    response = client.post("/v1/events", json=bad)
+    assert response.status_code == 422
+    locs = {tuple(e["loc"]) for e in response.json()["detail"]}
+    assert locs == {("body", 1, "visitor_id"), ("body", 1, "country"), ("body", 2, "url"), ("body", 3)}
+    assert client.post("/v1/events", content=b"{nope").status_code == 422
+    assert client.post("/v1/events", json=[]).status_code == 422
+    assert log_end_offsets(bare) == before
+
+
+def test_payload_limits_and_the_api_key(bare: Settings) -> None:
+    settings = bare.model_copy(
+        update={"api_max_body_bytes": 2048, "api_max_events": 3, "api_key": SecretStr("s3cret")}
+    )
+    with TestClient(create_app(settings)) as api:
+        key = {"X-API-Key": "s3cret"}
+        assert api.post("/v1/events", json=event()).status_code == 401
+        assert api.post("/v1/events", json=event(), headers={"X-API-Key": "nope"}).status_code == 401
+        assert api.post("/v1/events", json=event(), headers=key).status_code == 202
+        big = orjson.dumps([event(user_agent="x" * 500) for _ in range(3)] * 2)
+        assert api.post("/v1/events", content=big, headers=key).status_code == 413
+        assert api.post("/v1/events", json=[event() for _ in range(4)], headers=key).status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("params", "loc"),
+    [
+        (
+            {"url": "https://a.example.com/", "from": "2026-11-20T05:00:00Z", "to": "2026-11-20T04:00:00Z"},
+            "from",
+        ),
+        ({"url": "https://a.example.com/", "granularity": "week"}, "granularity"),
+        (
+            {"url": "https://a.example.com/", "from": "2026-01-01T00:00:00Z", "to": "2026-11-01T00:00:00Z"},
+            "to",
+        ),
+        ({"url": "https://a.example.com/", "from": "2026-11-20T05:30:00Z"}, "from"),
+        ({"url": "not a url"}, "url"),
+        ({"url": "ftp://a.example.com/"}, "url"),
+        ({}, "url"),
+        ({"url": "https://a.example.com/", "site": "a.example.com"}, "site"),
+        ({"site": "https://a.example.com/page"}, "site"),
+        ({"url": "https://a.example.com/", "after": "garbage"}, "after"),
+        ({"url": "https://a.example.com/", "after": "o1.e30", "wait_ms": 10**9}, "wait_ms"),
+        ({"url": "https://a.example.com/", "from": "yesterday"}, "from"),
+    ],
+)
+def test_bad_parameters_get_a_422_naming_them(client: TestClient, params: dict[str, Any], loc: str) -> None:
+    response = client.get("/v1/pageviews", params=params)
+    assert response.status_code == 422, response.text
+    assert loc in [e["loc"][-1] for e in response.json()["detail"]]
+
+
+@pytest.mark.parametrize(("limit", "ok"), [(0, False), (1, True), (1000, True), (1001, False), ("x", False)])
+def test_top_urls_limit_is_checked(client: TestClient, limit: Any, ok: bool) -> None:
+    response = client.get("/v1/top-urls", params={"limit": limit})
+    assert response.status_code == (200 if ok else 422), response.text
+    if not ok:
+        assert response.json()["detail"][0]["loc"] == ["query", "limit"]
+
+
+def test_operations_endpoints(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and all(c["ok"] for c in ready.json()["checks"].values())
+    client.get("/v1/pageviews", params={"site": "shop.example.com"})
+    metrics = client.get("/metrics").text
+    assert (
+        'lambda_api_request_seconds_bucket{le="0.005",method="GET",route="/v1/pageviews",status="200"}'
+        in metrics
+    )
+    assert "lambda_api_batch_cache_bytes" in metrics
+    spec = client.get("/openapi.json").json()
+    for name in (
+        "PageviewsResponse",
+        "UniqueVisitorsResponse",
+        "TopUrlsResponse",
+        "StatusResponse",
+        "EventsAccepted",
+    ):
+        assert spec["components"]["schemas"][name].get("examples"), name
+    assert "PageView" in spec["components"]["schemas"]

@@ -1,0 +1,182 @@
+"""The serving layer on real MongoDB (FerretDB) and Redis: merged answers equal a recount of the
+log, and stay equal to some committed state while a batch run switches the served generation."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastapi.testclient import TestClient
+from pymongo import AsyncMongoClient, MongoClient
+
+from api.app import create_app
+from batch_layer.job import BatchJob
+from batch_layer.store import BatchViewStore
+from config.settings import Settings
+from serving_layer import Granularity, QueryEngine, SeriesQuery, TopQuery
+from serving_layer.mongo import MongoBatchReader
+from serving_layer.redis_realtime import RedisRealtimeReader, connect
+from serving_layer.tiling import HOUR, buckets
+from tests.integration.conftest import produce
+from tests.integration.serving_fixtures import Served, isolated_platform, read_log, redis_of
+from tests.integration.test_batch_layer import traffic
+from tests.oracle import dedup, recount
+from tests.serving_support import assert_estimate, commit_realtime, count
+
+T = TypeVar("T")
+
+
+def with_engine(settings: Settings, query: Callable[[QueryEngine], Awaitable[T]]) -> T:
+    async def go() -> T:
+        mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(settings.mongo_url)
+        redis_client = connect(settings)
+        try:
+            engine = QueryEngine(
+                MongoBatchReader(mongo, settings.mongo_db, 64 << 20), RedisRealtimeReader(redis_client)
+            )
+            return await query(engine)
+        finally:
+            await redis_client.aclose()
+            await mongo.close()
+
+    return asyncio.run(go())
+
+
+def span(events: list[Any]) -> tuple[datetime, datetime]:
+    first = min(e.ts for e in events).replace(minute=0, second=0, microsecond=0)
+    last = max(e.ts for e in events).replace(minute=0, second=0, microsecond=0) + HOUR
+    return first, last
+
+
+def test_merged_answers_equal_the_recount_of_the_log(served: Served) -> None:
+    events = served.events
+    start, end = span(events)
+    below = len(served.below_cut)
+    assert 0 < below < len(events)  # both the batch and the realtime views contribute
+    rng = random.Random(7)
+    hours = int((end - start) / HOUR)
+    ranges = [(start, end)] + [
+        (start + a * HOUR, start + (a + rng.randint(1, hours - a)) * HOUR)
+        for a in (rng.randrange(hours) for _ in range(3))
+    ]
+    popular = [u for u, _ in sorted(recount(events)["url_traffic"].items(), key=lambda kv: -kv[1].pv)[:3]]
+    targets = [("site_traffic", "shop.example.com"), ("site_traffic", "blog.example.com")] + [
+        ("url_traffic", key) for key, _ in popular
+    ]
+
+    async def check(engine: QueryEngine) -> None:
+        for view, key in targets:
+            for a, b in ranges:
+                for granularity in Granularity:
+                    q = SeriesQuery(view, key, a, b, granularity)
+                    pv = await engine.pageviews(q)
+                    assert pv.total == count(events, view, key, a, b)[0], (view, key, a, b)
+                    assert [p.pageviews for p in pv.series] == [
+                        count(events, view, key, bucket.start, bucket.end)[0]
+                        for bucket in buckets(a, b, granularity)
+                    ]
+                    uv = await engine.unique_visitors(q)
+                    assert_estimate(uv.total, len(count(events, view, key, a, b)[1]))
+                    assert pv.coverage.generation == served.generation.gen and not pv.coverage.partial
+
+        day_start = start.replace(hour=0)
+        top = await engine.top(TopQuery("url_traffic", start, end, limit=10))
+        totals: dict[str, int] = {}
+        for e in dedup(events):
+            if top.start <= e.ts < top.end:
+                totals[e.url] = totals.get(e.url, 0) + 1
+        assert top.start == day_start
+        assert top.entries == sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+
+    with_engine(served.settings, check)
+
+
+def test_the_batch_layer_writes_a_ranking_per_day(served: Served) -> None:
+    client: MongoClient[dict[str, Any]] = MongoClient(served.settings.mongo_url)
+    try:
+        store = BatchViewStore(client[served.settings.mongo_db], served.settings.mongo_url)
+        expected = recount(served.below_cut)["url_traffic"]
+        for day, holder in served.generation.day_map["url_traffic"].items():
+            ranking = store.read_ranking("url_traffic", holder, day)
+            want = sorted(
+                ((k, b.pv) for (k, d), b in expected.items() if d == day), key=lambda kv: (-kv[1], kv[0])
+            )
+            assert ranking == want
+    finally:
+        client.close()
+
+
+def test_answers_stay_exact_while_a_batch_run_switches_generations(
+    stack: Settings, spark: Any, tmp_path: Path
+) -> None:
+    """Queries hammer the API while the speed layer commits micro-batches and a batch run opens,
+    builds and publishes the next generation: every answer equals the recount of some committed
+    state (never double counted, never missing committed events) and answers never go back."""
+    with isolated_platform(stack, tmp_path, redis_db=7) as settings:
+        produce(settings, traffic(seed=21, total=3_000, span_hours=20))
+        job = BatchJob(settings, spark)
+        try:
+            job.run()
+            gen1 = job.registry.served()
+            assert gen1 is not None
+            produce(settings, traffic(seed=22, total=1_500, span_hours=2))
+            logged = read_log(settings)
+            cut1 = gen1.cut
+            ends = {p: max(x.offset + 1 for x in logged if x.partition == p) for p in cut1}
+            steps = 30
+            commits = [
+                {p: cut1[p] + (ends[p] - cut1[p]) * k // steps for p in cut1} for k in range(steps + 1)
+            ]
+            site = "shop.example.com"
+            start, end = span([x.event for x in logged])
+            hours = int((end - start) / HOUR)
+
+            def expected(upto: dict[int, int]) -> tuple[int, ...]:
+                visible = [x.event for x in logged if x.offset < upto[x.partition]]
+                series = [0] * hours
+                for e in dedup(visible):
+                    if e.url.split("/")[2] == site:
+                        series[int((e.ts - start) / HOUR)] += 1
+                return tuple(series)
+
+            valid = {expected(c) for c in commits}
+            r = redis_of(settings)
+            commit_realtime(r, logged, commits[0])
+
+            def speed_layer() -> None:
+                for c in commits[1:]:
+                    time.sleep(0.6)
+                    commit_realtime(r, logged, c)
+
+            runs: list[Any] = []
+            speed = threading.Thread(target=speed_layer)
+            batch = threading.Thread(target=lambda: runs.append(job.run()))
+            answers: list[tuple[int, tuple[int, ...]]] = []
+            with TestClient(create_app(settings)) as api:
+                speed.start()
+                batch.start()
+                params = {"site": site, "from": start.isoformat(), "to": end.isoformat()}
+                while speed.is_alive() or batch.is_alive() or len(answers) < 5:
+                    body = api.get("/v1/pageviews", params=params).json()
+                    answers.append(
+                        (body["covers"]["generation"], tuple(p["pageviews"] for p in body["series"]))
+                    )
+                speed.join()
+                batch.join()
+            r.close()
+        finally:
+            job.close()
+
+    assert runs and runs[0].gen == gen1.gen + 1
+    assert {g for g, _ in answers} == {gen1.gen, gen1.gen + 1}, "the hammering must span the switch"
+    for gen, series in answers:
+        assert series in valid, f"generation {gen}: an answer that no committed state gives"
+    totals = [sum(s) for _, s in answers]
+    assert totals == sorted(totals), "answers went back in time"
+    assert answers[-1][1] == expected(commits[-1])
