@@ -204,8 +204,9 @@ class SpeedJob:
     def run(self, available_now: bool = False, on_progress: Any = None) -> None:
         """Run until stopped (SIGTERM/SIGINT) or, with ``available_now``, until caught up."""
         query = self.start(available_now)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self._stop.set())
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self._stop.set())
         shown: BatchReport | None = None
         try:
             while query.isActive and not self._stop.is_set():

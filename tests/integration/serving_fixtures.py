@@ -28,10 +28,10 @@ from config.settings import Settings
 from contract import TimeBounds, decode
 from generations.registry import Generation, GenerationRegistry
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
-from tests.integration.conftest import produce
-from tests.integration.test_batch_layer import traffic
+from speed_layer.job import SpeedJob
+from tests.integration.conftest import produce, traffic
 from tests.integration.test_ingest_kafka import consume_all
-from tests.serving_support import Logged, commit_realtime, end_offsets
+from tests.serving_support import Logged
 
 WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))
 
@@ -48,6 +48,7 @@ def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: A
             "master_path": (root / "master").as_uri(),
             "redis_db": redis_db,
             "retire_grace_s": 0.0,
+            "speed_checkpoint_path": (root / "speed-checkpoint").as_uri(),
             **overrides,
         }
     )
@@ -123,13 +124,10 @@ def served(stack: Settings, spark: Any, tmp_path_factory: pytest.TempPathFactory
         finally:
             job.close()
         assert generation is not None
-        # Traffic after the cut: late and duplicate events included, all for the realtime views.
+        # Traffic after the cut: late and duplicate events included, counted by the speed layer.
         produce(settings, traffic(seed=12, total=1_200, span_hours=3, late_fraction=0.1))
-        logged = read_log(settings)
-        r = redis_of(settings)
-        commit_realtime(r, logged, end_offsets(logged))
-        r.close()
-        yield Served(settings, generation, logged)
+        SpeedJob(settings, spark).run(available_now=True)
+        yield Served(settings, generation, read_log(settings))
 
 
 def publish_empty_generation(settings: Settings) -> Generation:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,8 +23,9 @@ from api.schemas import (
 )
 from config.settings import Settings
 from ingest.topics import log_end_offsets
-from tests.integration.serving_fixtures import Served, read_log, redis_of
-from tests.serving_support import assert_estimate, commit_realtime, count, end_offsets
+from speed_layer.job import SpeedJob
+from tests.integration.serving_fixtures import Served
+from tests.serving_support import assert_estimate, count, end_offsets
 
 
 def hour_floor(t: datetime) -> datetime:
@@ -80,7 +80,9 @@ def test_answers_match_the_recount_and_the_response_models(served: Served) -> No
         assert status["errors"] == {}
 
 
-def test_posted_events_are_read_back_with_the_offsets_token(bare: Settings, client: TestClient) -> None:
+def test_posted_events_are_read_back_with_the_offsets_token(
+    bare: Settings, client: TestClient, spark: Any
+) -> None:
     url = f"https://shop.example.com/ryw-{uuid.uuid4().hex[:6]}"
     response = client.post("/v1/events", json=[event(url), event(url, visitor_id="v-2"), event(url)])
     assert response.status_code == 202, response.text
@@ -93,18 +95,16 @@ def test_posted_events_are_read_back_with_the_offsets_token(bare: Settings, clie
     assert late.status_code == 504
     assert late.json()["pending"]
 
-    r = redis_of(bare)
-
-    def speed_layer() -> None:
-        time.sleep(0.3)
-        logged = read_log(bare)
-        commit_realtime(r, logged, end_offsets(logged))
-
-    committer = threading.Thread(target=speed_layer)
-    committer.start()
-    body = client.get("/v1/pageviews", params={**params, "wait_ms": 10_000}).json()
-    committer.join()
-    r.close()
+    # The query waits while the speed layer counts the events.
+    answers: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: answers.append(client.get("/v1/pageviews", params={**params, "wait_ms": 60_000}))
+    )
+    waiting.start()
+    SpeedJob(bare, spark).run(available_now=True)
+    waiting.join()
+    assert answers[0].status_code == 200, answers[0].text
+    body = answers[0].json()
     assert body["total"] == 3
     visitors = client.get("/v1/unique-visitors", params={**params, "wait_ms": 1000}).json()
     assert visitors["total"]["estimate"] == 2
