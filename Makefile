@@ -21,7 +21,7 @@ FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime \
-	api test test-unit lint bench bench-speed bench-api clean-var
+	api api-start api-stop test test-unit lint bench bench-speed bench-api clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,15 +29,19 @@ help: ## list the targets
 setup: ## install venv, Kafka + Spark connector jars, FerretDB, redis-server (idempotent, cached)
 	@bash toolchain/setup.sh
 
-demo: setup up topics ## the main job: set up, start the stack, produce 2 days of traffic, publish a batch generation
+demo: setup up topics ## the main job: the whole platform up (stack, traffic, batch, speed layer, API) with example queries
 	@$(PY) -m ingest generate --events 200000 --span-hours 48 $(if $(SEED),--seed $(SEED))
 	@$(PY) -m batch_layer run
-	@$(PY) -m batch_layer status
+	@$(PY) -m speed_layer start
+	@$(PY) -m ingest generate --events 20000 --rate 5000
+	@$(PY) -m api start
+	@$(PY) -m demo
 
 up: ## start Kafka (KRaft), FerretDB and Redis on 127.0.0.1; data and logs under var/
 	@$(PY) -m stack up
 
-down: ## stop exactly the processes `make up` started
+down: ## stop the API and speed layer if running, then exactly the services `make up` started
+	@$(PY) -m api stop >/dev/null; $(PY) -m speed_layer stop >/dev/null; true
 	@$(PY) -m stack down
 
 ps: ## show the local services, their pids and probe results
@@ -87,7 +91,13 @@ diff-generations: ## which view values changed between generations A= and B=
 	@$(PY) -m batch_layer diff $(A) $(B)
 
 api: ## serve the REST API with uvicorn (LAMBDA_API_HOST, LAMBDA_API_PORT; WORKERS=1)
-	@$(PY) -m api --workers $(or $(WORKERS),1)
+	@$(PY) -m api run --workers $(or $(WORKERS),1)
+
+api-start: ## the API in the background (output: var/log/api.out)
+	@$(PY) -m api start
+
+api-stop: ## stop the background API
+	@$(PY) -m api stop
 
 test: ## run the whole test suite (starts and stops its own stack on separate ports)
 	@$(PY) -m pytest -q

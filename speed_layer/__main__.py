@@ -13,74 +13,14 @@ import argparse
 import json
 import logging
 import os
-import signal
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 from config.logs import configure_logging
 from config.settings import Settings, get_settings
+from stack import jobs
 
 log = logging.getLogger("speed_layer")
-
-
-def pid_file(settings: Settings) -> Path:
-    return settings.run_dir / "speed.pid"
-
-
-def running_pid(settings: Settings) -> int | None:
-    """The pid of the background job, if it is alive."""
-    try:
-        pid = int(pid_file(settings).read_text().strip())
-        os.kill(pid, 0)
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return None
-    return pid
-
-
-def start_background(settings: Settings) -> int:
-    pid = running_pid(settings)
-    if pid is not None:
-        print(f"the speed layer is already running (pid {pid})")
-        return pid
-    settings.run_dir.mkdir(parents=True, exist_ok=True)
-    settings.log_dir.mkdir(parents=True, exist_ok=True)
-    out = (settings.log_dir / "speed.out").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "speed_layer", "run"],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    pid_file(settings).write_text(str(proc.pid))
-    print(f"speed layer started (pid {proc.pid}); log: {settings.log_dir / 'speed.log'}")
-    return proc.pid
-
-
-def stop_background(settings: Settings, timeout: float = 60.0) -> bool:
-    pid = running_pid(settings)
-    if pid is None:
-        print("the speed layer is not running")
-        pid_file(settings).unlink(missing_ok=True)
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    else:
-        print(
-            f"the speed layer did not stop within {timeout:.0f} s: killing it "
-            "(the next run replays its batch)"
-        )
-        os.kill(pid, signal.SIGKILL)
-    pid_file(settings).unlink(missing_ok=True)
-    print(f"speed layer stopped (pid {pid})")
-    return True
+JOB = "speed"
 
 
 def status(settings: Settings) -> None:
@@ -88,7 +28,7 @@ def status(settings: Settings) -> None:
 
     from generations import keys
 
-    pid = running_pid(settings)
+    pid = jobs.running_pid(settings, JOB)
     print(f"background job: {'running, pid ' + str(pid) if pid else 'not running'}")
     r = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
     try:
@@ -118,10 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
 
     if args.command == "start":
-        start_background(settings)
+        jobs.start(settings, JOB, ["speed_layer", "run"])
         return 0
     if args.command == "stop":
-        stop_background(settings)
+        jobs.stop(settings, JOB, timeout=90.0)
         return 0
     if args.command == "status":
         status(settings)
@@ -133,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "rebuild":
-            pid = running_pid(settings)
+            pid = jobs.running_pid(settings, JOB)
             if pid is not None and pid != os.getpid():
                 print(f"stop the speed layer first (pid {pid}): make speed-stop", file=sys.stderr)
                 return 2

@@ -98,7 +98,7 @@ def test_posted_events_are_read_back_with_the_offsets_token(
     # The query waits while the speed layer counts the events.
     answers: list[Any] = []
     waiting = threading.Thread(
-        target=lambda: answers.append(client.get("/v1/pageviews", params={**params, "wait_ms": 60_000}))
+        target=lambda: answers.append(client.get("/v1/pageviews", params={**params, "wait_ms": 30_000}))
     )
     waiting.start()
     SpeedJob(bare, spark).run(available_now=True)

@@ -1,0 +1,1 @@
+"""`make demo`: the whole platform up, answering example queries."""

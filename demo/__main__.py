@@ -1,0 +1,86 @@
+"""The end of ``make demo``: wait until the platform has caught up, then show it answering.
+
+By the time this runs, ``make demo`` has started the stack, produced two days of history, published
+a batch generation, started the speed layer, sent live traffic past the generation's cut and
+started the API. This waits for the API to be ready and the speed layer to have counted every
+event, then prints example queries as curl commands with their answers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import redis
+
+from config.settings import get_settings
+from generations import keys
+from ingest.topics import log_end_offsets
+
+
+def _wait(what: str, ready: Any, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            sys.exit(f"demo: gave up waiting for {what} after {timeout:.0f} s (see var/log/)")
+        time.sleep(0.5)
+
+
+def _api_ready(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _shorten(value: Any, items: int = 4) -> Any:
+    """Long series cut to their last few items, so an answer fits on a screen."""
+    if isinstance(value, list) and len(value) > items:
+        return [f"... {len(value) - items} earlier", *(_shorten(v) for v in value[-items:])]
+    if isinstance(value, dict):
+        return {k: _shorten(v) for k, v in value.items()}
+    return value
+
+
+def main() -> int:
+    settings = get_settings()
+    base = f"http://{settings.api_host}:{settings.api_port}"
+    r = redis.Redis.from_url(settings.redis_url)
+    ends = log_end_offsets(settings)
+    _wait("the API", lambda: _api_ready(base))
+    _wait(
+        "the speed layer to catch up",
+        lambda: all(
+            keys.decode_commit(r.get(keys.SPEED_COMMIT)).offsets.get(p, 0) >= o for p, o in ends.items()
+        ),
+    )
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    day_ago, two_days_ago = (now - timedelta(hours=24)).isoformat(), (now - timedelta(days=2)).isoformat()
+    top = httpx.get(f"{base}/v1/top-urls", params={"limit": 3}, timeout=60).json()
+    url = top["urls"][0]["url"] if top.get("urls") else "https://shop.example.com/"
+    queries = [
+        ("/v1/status", {}),
+        ("/v1/top-urls", {"limit": 3}),
+        ("/v1/pageviews", {"url": url, "from": day_ago, "to": now.isoformat(), "granularity": "hour"}),
+        (
+            "/v1/unique-visitors",
+            {"url": url, "from": two_days_ago, "to": now.isoformat(), "granularity": "day"},
+        ),
+        ("/v1/pageviews", {"site": "shop.example.com", "granularity": "day"}),
+    ]
+    for path, params in queries:
+        request = httpx.Request("GET", f"{base}{path}", params=params)
+        response = httpx.get(str(request.url), timeout=60)
+        print(f"\n$ curl -s '{request.url}'")
+        print(json.dumps(_shorten(response.json()), indent=2))
+    print(f"\nThe API keeps serving on {base} (OpenAPI: {base}/docs); `make api-stop` stops it,")
+    print("`make speed-stop` the speed layer, `make down` the local stack.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
