@@ -62,7 +62,7 @@ def main() -> int:
     day_ago, two_days_ago = (now - timedelta(hours=24)).isoformat(), (now - timedelta(days=2)).isoformat()
     top = httpx.get(f"{base}/v1/top-urls", params={"limit": 3}, timeout=60).json()
     url = top["urls"][0]["url"] if top.get("urls") else "https://shop.example.com/"
-    queries = [
+    queries: list[tuple[str, dict[str, str | int]]] = [
         ("/v1/status", {}),
         ("/v1/top-urls", {"limit": 3}),
         ("/v1/pageviews", {"url": url, "from": day_ago, "to": now.isoformat(), "granularity": "hour"}),
