@@ -48,14 +48,14 @@ def _distinct(d: Distinct) -> dict[str, Any]:
     }
 
 
-def pageviews(a: PageviewsAnswer) -> dict[str, Any]:
+def _series_head(a: PageviewsAnswer | UniqueVisitorsAnswer) -> dict[str, Any]:
     q = a.query
+    return {"view": q.view, "key": q.key, "from": q.start, "to": q.end, "granularity": q.granularity.value}
+
+
+def pageviews(a: PageviewsAnswer) -> dict[str, Any]:
     return {
-        "view": q.view,
-        "key": q.key,
-        "from": q.start,
-        "to": q.end,
-        "granularity": q.granularity.value,
+        **_series_head(a),
         "series": [{"start": p.start, "pageviews": p.pageviews} for p in a.series],
         "total": a.total,
         **_meta(a.coverage),
@@ -63,13 +63,8 @@ def pageviews(a: PageviewsAnswer) -> dict[str, Any]:
 
 
 def unique_visitors(a: UniqueVisitorsAnswer) -> dict[str, Any]:
-    q = a.query
     return {
-        "view": q.view,
-        "key": q.key,
-        "from": q.start,
-        "to": q.end,
-        "granularity": q.granularity.value,
+        **_series_head(a),
         "series": [{"start": start, **_distinct(d)} for start, d in a.series],
         "total": _distinct(a.total),
         **_meta(a.coverage),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +13,7 @@ from typing import Any
 
 import pytest
 import redis
+from confluent_kafka import KafkaException
 from datasketches import hll_sketch
 from pymongo import MongoClient
 
@@ -21,35 +25,62 @@ from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import RawRecord, ingest
 from ingest.producer import EventProducer
 from ingest.testing import InMemorySink
-from ingest.topics import delete_topics, ensure_topics
+from ingest.topics import delete_topics, ensure_topics, log_end_offsets
 from tests.oracle import Recount
 
 
-@pytest.fixture
-def platform(stack: Settings, unique: str, tmp_path: Path) -> Iterator[Settings]:
-    """Settings of a fresh, isolated platform: own topics, database, master dataset, Redis db."""
+@contextlib.contextmanager
+def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: Any) -> Iterator[Settings]:
+    """Own topics, database, master dataset and Redis db; removed afterwards."""
+    unique = uuid.uuid4().hex[:10]
     settings = stack.model_copy(
         update={
             "events_topic": f"t.events.{unique}",
             "dlq_topic": f"t.dlq.{unique}",
             "mongo_db": f"t_{unique}",
-            "master_path": (tmp_path / "master").as_uri(),
-            "redis_db": 1,
+            "master_path": (root / "master").as_uri(),
+            "redis_db": redis_db,
             "retire_grace_s": 0.0,
-            "speed_checkpoint_path": (tmp_path / "speed-checkpoint").as_uri(),
-            "speed_trigger_s": 0.5,
-            "speed_max_offsets_per_trigger": 4000,
+            "speed_checkpoint_path": (root / "speed-checkpoint").as_uri(),
+            **overrides,
         }
     )
-    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=redis_db)
     r.flushdb()
-    r.close()
     ensure_topics(settings)
-    yield settings
-    delete_topics(settings, [settings.events_topic, settings.dlq_topic])
-    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
-    client.drop_database(settings.mongo_db)
-    client.close()
+    _wait_for_leaders(settings)
+    try:
+        yield settings
+    finally:
+        delete_topics(settings, [settings.events_topic, settings.dlq_topic])
+        client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
+        client.drop_database(settings.mongo_db)
+        client.close()
+        with contextlib.suppress(redis.RedisError):
+            r.flushdb()
+        r.close()
+
+
+def _wait_for_leaders(settings: Settings, timeout: float = 30.0) -> None:
+    """A new topic answers offset requests only once its partitions have leaders."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            log_end_offsets(settings)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def platform(stack: Settings, tmp_path: Path) -> Iterator[Settings]:
+    """Settings of a fresh, isolated platform, with a speed layer tuned to short micro-batches."""
+    with isolated_platform(
+        stack, tmp_path, redis_db=1, speed_trigger_s=0.5, speed_max_offsets_per_trigger=4000
+    ) as settings:
+        yield settings
 
 
 def traffic(seed: int, total: int, span_hours: float = 50.0, **overrides: Any) -> TrafficGenerator:

@@ -9,76 +9,26 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from confluent_kafka import KafkaException
 from pymongo import MongoClient
 
 from batch_layer.job import BatchJob
 from config.settings import Settings
 from contract import TimeBounds, decode
 from generations.registry import Generation, GenerationRegistry
-from ingest.topics import delete_topics, ensure_topics, log_end_offsets
+from ingest.topics import log_end_offsets
 from speed_layer.job import SpeedJob
-from tests.integration.conftest import produce, traffic
+from tests.integration.conftest import isolated_platform, produce, traffic
 from tests.integration.test_ingest_kafka import consume_all
 from tests.serving_support import Logged
 
 WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))
-
-
-@contextlib.contextmanager
-def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: Any) -> Iterator[Settings]:
-    """Own topics, database, master dataset and Redis db; removed afterwards."""
-    unique = uuid.uuid4().hex[:10]
-    settings = stack.model_copy(
-        update={
-            "events_topic": f"t.events.{unique}",
-            "dlq_topic": f"t.dlq.{unique}",
-            "mongo_db": f"t_{unique}",
-            "master_path": (root / "master").as_uri(),
-            "redis_db": redis_db,
-            "retire_grace_s": 0.0,
-            "speed_checkpoint_path": (root / "speed-checkpoint").as_uri(),
-            **overrides,
-        }
-    )
-    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=redis_db)
-    r.flushdb()
-    ensure_topics(settings)
-    _wait_for_leaders(settings)
-    try:
-        yield settings
-    finally:
-        delete_topics(settings, [settings.events_topic, settings.dlq_topic])
-        client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
-        client.drop_database(settings.mongo_db)
-        client.close()
-        with contextlib.suppress(redis.RedisError):
-            r.flushdb()
-        r.close()
-
-
-def _wait_for_leaders(settings: Settings, timeout: float = 30.0) -> None:
-    """A new topic answers offset requests only once its partitions have leaders."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            log_end_offsets(settings)
-            return
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def read_log(settings: Settings) -> list[Logged]:
