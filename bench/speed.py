@@ -179,11 +179,15 @@ def freshness(base: Settings, console: Console, rate: int, seconds: float) -> di
             target=_live_traffic, args=(settings, rate, seconds + 30, stop), daemon=True
         )
         produce_background.start()
-        while _committed(r)[0] < 2:
+        # Warm up: Spark starts while traffic already flows; probe only once the backlog is gone.
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"the speed layer exited: see {log_path}")
-            time.sleep(0.1)
-        time.sleep(5.0)
+            batch_id, done = _committed(r)
+            if batch_id >= 2 and sum(log_end_offsets(settings).values()) - done < rate:
+                break
+            time.sleep(0.5)
         poller = threading.Thread(target=_poll_probes, args=(settings, sent, seen, stop), daemon=True)
         poller.start()
         probes = EventProducer(settings, **{"linger.ms": 1})  # type: ignore[arg-type]
