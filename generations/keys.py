@@ -36,6 +36,10 @@ class Served:
     cut: dict[int, int] = field(default_factory=dict)
 
 
+def encode_served(served: Served) -> str:
+    return json.dumps({"gen": served.gen, "cut": {str(p): o for p, o in served.cut.items()}})
+
+
 def decode_served(raw: bytes | str | None) -> Served:
     if not raw:
         return Served()

@@ -20,7 +20,6 @@ lies below it.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -283,7 +282,7 @@ class GenerationRegistry:
         building = {g.gen: g.cut for g in self.all() if g.state == "building" and g.gen > served.gen}
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(keys.ACTIVE, keys.encode_active({served.gen: served.cut, **building}))
-            pipe.set(keys.SERVED, json.dumps({"gen": served.gen, "cut": served.cut}))
+            pipe.set(keys.SERVED, keys.encode_served(keys.Served(served.gen, served.cut)))
             pipe.execute()
 
     def _drop_from_active(self, gen: int) -> None:
@@ -310,7 +309,7 @@ class GenerationRegistry:
             if pipe.get(keys.ACTIVE) is None:
                 pipe.multi()
                 pipe.set(keys.ACTIVE, keys.encode_active({0: {}}))
-                pipe.set(keys.SERVED, json.dumps({"gen": 0, "cut": {}}))
+                pipe.set(keys.SERVED, keys.encode_served(keys.Served(0, {})))
 
         self.redis.transaction(attempt, keys.ACTIVE)
         return self.active_cuts()

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+# The generation protocol's own records, re-exported for the readers.
+from generations.keys import Served as Served
+from generations.keys import SpeedCommit as SpeedCommit
 from views import sketches
 
 Offsets = dict[int, int]
@@ -64,20 +67,6 @@ class GenerationInfo:
     served_at: datetime | None
     day_map: dict[str, dict[str, int]]
     """view -> day -> generation whose collection holds that day's documents."""
-
-
-@dataclass(frozen=True)
-class Served:
-    """The served pointer as Redis' hot copy has it."""
-
-    gen: int
-    cut: Offsets
-
-
-@dataclass(frozen=True)
-class SpeedCommit:
-    batch_id: int = -1
-    offsets: Offsets = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

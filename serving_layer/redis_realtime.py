@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar, cast
 
 import hiredis
 import orjson
@@ -35,6 +35,7 @@ from serving_layer.model import (
     SpeedCommit,
 )
 
+T = TypeVar("T")
 MAX_ATTEMPTS = 5
 Command = tuple[str | bytes | int, ...]
 
@@ -152,16 +153,18 @@ def connect(settings: Settings) -> RedisWire:
 UNAVAILABLE = (OSError, ConnectionError, TimeoutError, EOFError)
 
 
-class _Decoded:
-    """Parses a JSON value once per distinct raw value (the pointer changes rarely)."""
+class _Decoded(Generic[T]):
+    """Decodes a value once per distinct raw value (the pointer changes rarely, the commit once per
+    micro-batch), with the protocol's own decoder."""
 
-    def __init__(self) -> None:
+    def __init__(self, decode: Callable[[bytes | str | None], T]) -> None:
+        self.decode = decode
         self.raw: bytes | str | None = None
-        self.value: Any = None
+        self.value: T = decode(None)
 
-    def get(self, raw: bytes | str | None) -> Any:
+    def get(self, raw: bytes | str | None) -> T:
         if raw != self.raw:
-            self.value = None if raw is None else orjson.loads(raw)
+            self.value = self.decode(raw)
             self.raw = raw
         return self.value
 
@@ -170,20 +173,15 @@ class RedisRealtimeReader:
     def __init__(self, client: RedisWire) -> None:
         self.client = client
         self._gen: int | None = None
-        self._served = _Decoded()
-        self._commit = _Decoded()
+        self._served = _Decoded(keys.decode_served)
+        self._commit = _Decoded(keys.decode_commit)
 
     def _served_of(self, raw: bytes | str | None) -> Served | None:
-        data = self._served.get(raw)
-        if data is None:
-            return None
-        return Served(int(data["gen"]), {int(p): int(o) for p, o in data["cut"].items()})
+        """None when nothing is served yet."""
+        return None if raw is None else self._served.get(raw)
 
     def _commit_of(self, raw: bytes | str | None) -> SpeedCommit:
-        data = self._commit.get(raw)
-        if data is None:
-            return SpeedCommit()
-        return SpeedCommit(int(data["batch_id"]), {int(p): int(o) for p, o in data["offsets"].items()})
+        return self._commit.get(raw)
 
     async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
         try:
