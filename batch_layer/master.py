@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pymongo.database import Database
 
 from config.settings import Settings
+from config.spark import hadoop_path
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
 
 if TYPE_CHECKING:
@@ -214,10 +215,7 @@ class MasterDataset:
 
     def remove_orphans(self, spark: SparkSession) -> list[str]:
         """Delete segment directories no manifest entry names (left by a crashed absorb)."""
-        jvm: Any = spark.sparkContext._jvm
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        base = jvm.org.apache.hadoop.fs.Path(f"{self.root}/segments")
-        fs = base.getFileSystem(conf)
+        fs, base = hadoop_path(spark, f"{self.root}/segments")
         if not fs.exists(base):
             return []
         committed = {s.segment_id for s in self.segments()}

@@ -20,12 +20,8 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.common import running_stack, write_result
+from bench.common import produce_generated, running_stack, write_result
 from config.settings import Settings, get_settings
-from contract.codec import bounds_from
-from ingest.generator import GeneratorConfig, TrafficGenerator
-from ingest.pipeline import ingest, progress_bar
-from ingest.producer import EventProducer
 from ingest.topics import ensure_topics
 
 TARGET_EVENTS_PER_S = 400_000
@@ -46,30 +42,13 @@ def bench_settings(base: Settings) -> Settings:
     )
 
 
-def _produce(settings: Settings, console: Console, total: int, span_hours: float, seed: int) -> int:
-    generator = TrafficGenerator(
-        GeneratorConfig(total=total, seed=seed, span_hours=span_hours, malformed_fraction=0.0)
-    )
-    with progress_bar(console) as progress:
-        stats = ingest(
-            generator,
-            EventProducer(settings),
-            source="bench",
-            bounds=bounds_from(settings),
-            total=total,
-            progress=progress,
-            description=f"produce {total:,}",
-        )
-    return stats.sent
-
-
 def ensure_loaded(settings: Settings, job: Any, console: Console, events: int) -> int:
     """Load ``events`` generated events over 30 days and publish one generation, unless a previous
     run already did; returns the events in the master dataset. The load is cached across runs."""
     loaded = sum(s.events for s in job.master.segments())
     if loaded < events * 0.95:
         console.print(f"loading {events:,} events (30 days) into the master dataset...")
-        _produce(settings, console, events - loaded, span_hours=30 * 24 - 12, seed=20261121)
+        produce_generated(settings, console, events - loaded, span_hours=30 * 24 - 12, seed=20261121)
         load = job.run(full=True)
         console.print(f"load: absorbed {load.events_absorbed:,} events in {load.seconds['absorb']:.1f} s")
         loaded = sum(s.events for s in job.master.segments())
@@ -125,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             # scheduled runs. Both are reported; the target applies to the steady state.
             runs = []
             for attempt in range(2):
-                new = _produce(
+                new = produce_generated(
                     settings, console, args.incremental_events, span_hours=0, seed=int(time.time())
                 )
                 t0 = time.monotonic()

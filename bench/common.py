@@ -13,7 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from config.settings import Settings
+from contract.codec import bounds_from
+from ingest.generator import GeneratorConfig, TrafficGenerator
+from ingest.pipeline import ingest, progress_bar
+from ingest.producer import EventProducer
 from stack import control
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -28,6 +34,25 @@ def running_stack(settings: Settings) -> Iterator[None]:
     finally:
         if started:
             control.down(settings, started)
+
+
+def produce_generated(settings: Settings, console: Console, total: int, span_hours: float, seed: int) -> int:
+    """Produce ``total`` generated events (no malformed ones) through the ingest path, with a
+    progress bar; returns how many were sent. ``span_hours`` 0 is live traffic stamped now."""
+    generator = TrafficGenerator(
+        GeneratorConfig(total=total, seed=seed, span_hours=span_hours, malformed_fraction=0.0)
+    )
+    with progress_bar(console) as progress:
+        stats = ingest(
+            generator,
+            EventProducer(settings),
+            source="bench",
+            bounds=bounds_from(settings),
+            total=total,
+            progress=progress,
+            description=f"produce {total:,}",
+        )
+    return stats.sent
 
 
 def machine() -> dict[str, Any]:

@@ -31,13 +31,13 @@ from typing import Any
 import redis
 from rich.console import Console
 
-from bench.common import running_stack, write_result
+from bench.common import produce_generated, running_stack, write_result
 from config.settings import Settings, get_settings
 from contract import PageView
 from contract.codec import bounds_from
 from generations import keys
 from ingest.generator import GeneratorConfig, TrafficGenerator
-from ingest.pipeline import ingest, paced, progress_bar
+from ingest.pipeline import ingest, paced
 from ingest.producer import EventProducer
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
 
@@ -114,16 +114,7 @@ def sustained(
 ) -> dict[str, Any]:
     settings = _settings(base, "sustained")
     r = _fresh(settings)
-    with progress_bar(console) as progress:
-        ingest(
-            _generator(backlog, seed=1),
-            EventProducer(settings),
-            source="bench",
-            bounds=bounds_from(settings),
-            total=backlog,
-            progress=progress,
-            description=f"backlog {backlog:,}",
-        )
+    produce_generated(settings, console, backlog, span_hours=0.0, seed=1)
     end = sum(log_end_offsets(settings).values())
     log_path = base.log_dir / "bench-speed-sustained.out"
     proc = _start_speed(settings, trigger_s=0.5, max_offsets=batch, log=log_path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 
@@ -59,6 +59,14 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def hadoop_path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    """(Hadoop FileSystem, Path) of ``uri``: file access that works for any store Spark supports."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
 
 
 class SparkProgress:

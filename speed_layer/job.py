@@ -43,7 +43,7 @@ from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pymongo import MongoClient
 
 from config.settings import Settings
-from config.spark import spark_session
+from config.spark import hadoop_path, spark_session
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
 from generations import keys
 from generations.registry import GenerationRegistry, Offsets
@@ -134,6 +134,8 @@ class SpeedJob:
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
+        self._redis_down_since: float | None = None
+        """When the current Redis outage began (None: Redis answered last time)."""
 
     def close(self) -> None:
         self.dlq.flush()
@@ -343,6 +345,7 @@ class SpeedJob:
                         ),
                     )
                     pipe.execute()
+                    self._redis_down_since = None
                     report.phases["commit"] = time.monotonic() - t0
                     return written, sorted(active)
             except redis.WatchError:
@@ -382,14 +385,17 @@ class SpeedJob:
     def _redis_call(self, fn: Any) -> Any:
         while True:
             try:
-                return fn()
+                result = fn()
+                self._redis_down_since = None
+                return result
             except redis.ConnectionError as exc:
                 self._wait_for_redis(exc)
 
     def _wait_for_redis(self, exc: Exception) -> None:
-        since = getattr(self, "_redis_down_since", None) or time.monotonic()
-        self._redis_down_since = since
-        if time.monotonic() - since > REDIS_RETRY_S:
+        """Wait through a Redis restart; give up when one outage lasts longer than REDIS_RETRY_S."""
+        if self._redis_down_since is None:
+            self._redis_down_since = time.monotonic()
+        if time.monotonic() - self._redis_down_since > REDIS_RETRY_S:
             raise RuntimeError(f"Redis unreachable for {REDIS_RETRY_S:.0f} s: {exc}") from exc
         log.warning("Redis unreachable (%s); retrying", exc)
         time.sleep(1.0)
@@ -439,12 +445,11 @@ def _offsets_json(value: Any) -> dict[str, dict[str, int]]:
 
 def _read_text(spark: SparkSession, uri: str) -> str:
     """A small file through Hadoop's FileSystem, so the checkpoint may live on any supported store."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = hadoop_path(spark, uri)
     stream = fs.open(path)
     try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
         return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
     finally:
         stream.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from config.settings import Settings
+from config.spark import hadoop_path
 from generations import keys
 from generations.realtime import drop_generations, realtime_generations
 from speed_layer.job import SpeedJob
@@ -36,9 +37,6 @@ def rebuild(settings: Settings) -> None:
 
 
 def _delete_checkpoint(job: SpeedJob) -> None:
-    jvm = job.spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(job.settings.speed_checkpoint_uri)
-    fs = path.getFileSystem(job.spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = hadoop_path(job.spark, job.settings.speed_checkpoint_uri)
     if fs.exists(path):
         fs.delete(path, True)
