@@ -23,7 +23,7 @@ from api.deps import Services
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
-from api.routes import events, ops, queries
+from api.routes import dimensions, events, ops, queries
 from config.settings import Settings, get_settings
 from contract import PageView
 from serving_layer import (
@@ -33,6 +33,7 @@ from serving_layer import (
     NothingServed,
     QueryEngine,
 )
+from serving_layer.model import NotReady
 from serving_layer.mongo import MongoBatchReader
 from serving_layer.redis_realtime import RedisRealtimeReader, connect
 
@@ -61,6 +62,7 @@ def build_services(settings: Settings) -> Services:
         batch,
         RedisRealtimeReader(redis_client),
         on_degraded=lambda store, exc: metrics.store_errors.labels(store).inc(),
+        on_bad_key=lambda view, key: metrics.bad_keys.labels(view).inc(),
     )
     cache = batch.documents_cache
     metrics.gauge("lambda_api_batch_cache_bytes", "Bytes of batch documents cached.", lambda: cache.bytes)
@@ -105,6 +107,10 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
     async def nothing_served(request: Request, exc: Exception) -> render.JsonBytes:
         return render.json_response({"detail": str(exc)}, 503, _retry_after(services))
 
+    async def not_ready(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, NotReady)
+        return render.json_response({"detail": str(exc), "dimension": exc.view}, 409)
+
     async def kafka_down(request: Request, exc: Exception) -> render.JsonBytes:
         services.metrics.store_errors.labels("kafka").inc()
         log.warning("503: %s", exc)
@@ -119,6 +125,7 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
     app.add_exception_handler(PayloadTooLarge, too_large)
     app.add_exception_handler(BatchUnavailable, batch_down)
     app.add_exception_handler(NothingServed, nothing_served)
+    app.add_exception_handler(NotReady, not_ready)
     app.add_exception_handler(KafkaUnavailable, kafka_down)
     app.add_exception_handler(ConsistencyTimeout, timed_out)
 
@@ -144,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.services = services
     app.include_router(queries.router)
+    app.include_router(dimensions.router)
     app.include_router(events.router)
     app.include_router(ops.router)
     _install_error_handlers(app, services)

@@ -40,6 +40,7 @@ from serving_layer import (
 from serving_layer.consistency import decode_token
 from serving_layer.redis_realtime import RedisWire
 from serving_layer.tiling import HOUR
+from views.scopes import scope_of, stored_key
 
 
 @dataclass
@@ -123,6 +124,42 @@ class SeriesParams(RangeParams):
     )
 
 
+class TimeseriesParams(RangeParams):
+    granularity: Granularity = Field(Granularity.HOUR, description="Series bucket size.")
+    dimension: str = Field(
+        "site",
+        max_length=64,
+        description="A dimension of GET /v1/dimensions. `site` (the default): the site's totals.",
+        examples=["country"],
+    )
+    site: str | None = Field(
+        None,
+        max_length=300,
+        description="The site (host, or origin). Required for per-site dimensions and `site`.",
+        examples=["shop.example.com"],
+    )
+    value: str | None = Field(
+        None,
+        max_length=4096,
+        description="The dimension's value, as /v1/breakdown lists it (a URL for `page`); "
+        "omitted for `site`.",
+        examples=["DE"],
+    )
+
+
+class BreakdownParams(RangeParams):
+    dimension: str = Field(
+        max_length=64, description="A dimension of GET /v1/dimensions.", examples=["referrer"]
+    )
+    site: str | None = Field(
+        None,
+        max_length=300,
+        description="Only this site's values (required for per-site dimensions; not for `site`).",
+        examples=["shop.example.com"],
+    )
+    limit: int = Field(10, ge=1, description="How many values (at most LAMBDA_API_MAX_TOP).")
+
+
 class TopParams(RangeParams):
     limit: int = Field(10, ge=1, description="How many URLs (at most LAMBDA_API_MAX_TOP).")
     site: str | None = Field(None, max_length=300, description="Only URLs of this site.")
@@ -200,6 +237,49 @@ class SeriesRequest:
 class TopRequest:
     query: TopQuery
     after: ReadAfter | None
+    per_site: bool = False
+
+
+@dataclass(frozen=True)
+class TimeseriesRequest:
+    query: SeriesQuery
+    after: ReadAfter | None
+    site: str | None
+    value: str
+
+
+async def dimension_of(engine: QueryEngine, name: str) -> bool:
+    """Whether the dimension ``name`` is per site; InvalidQuery naming it if no view has that name."""
+    info = await engine.description(name)
+    if info is None:
+        raise InvalidQuery("dimension", f"no dimension named {name!r} (GET /v1/dimensions lists them)")
+    return bool(info.get("per_site"))
+
+
+def series_key(dimension: str, per_site: bool, site: str | None, value: str | None) -> tuple[str, str]:
+    """(stored key, value) of a timeseries: ``site|value`` for a per-site dimension, the site itself
+    for `site`, the normalised URL for `page`, the value as given otherwise."""
+    if per_site:
+        if site is None:
+            raise InvalidQuery("site", f"required: {dimension!r} is a per-site dimension")
+        if value is None:
+            raise InvalidQuery("value", f"required for the dimension {dimension!r}")
+        return stored_key(site_key(site), value, True), value
+    if dimension == SITE_VIEW:
+        if site is None:
+            raise InvalidQuery("site", "required for the site dimension")
+        if value is not None and value != site:
+            raise InvalidQuery("value", "omit it for the site dimension (the site is the value)")
+        key = site_key(site)
+        return key, key
+    if value is None:
+        raise InvalidQuery("value", f"required for the dimension {dimension!r}")
+    if dimension == URL_VIEW:
+        key = target_of(value, None)[1]
+        if site is not None and scope_of(key, False) != site_key(site):
+            raise InvalidQuery("value", f"the page is not on the site {site!r}")
+        return key, key
+    return value, value
 
 
 async def get_series_request(request: Request, params: Annotated[SeriesParams, Query()]) -> SeriesRequest:
@@ -220,8 +300,37 @@ async def get_top_request(request: Request, params: Annotated[TopParams, Query()
     return TopRequest(query, await read_after(services, params))
 
 
+async def get_timeseries_request(
+    request: Request, params: Annotated[TimeseriesParams, Query()]
+) -> TimeseriesRequest:
+    services: Services = request.app.state.services
+    per_site = await dimension_of(services.engine, params.dimension)
+    key, value = series_key(params.dimension, per_site, params.site, params.value)
+    start, end = time_range(services.settings, params, 1 if params.granularity is Granularity.HOUR else 7)
+    query = SeriesQuery(params.dimension, key, start, end, params.granularity)
+    site = None if params.site is None else site_key(params.site)
+    return TimeseriesRequest(query, await read_after(services, params), site, value)
+
+
+async def get_breakdown_request(request: Request, params: Annotated[BreakdownParams, Query()]) -> TopRequest:
+    services: Services = request.app.state.services
+    if params.limit > services.settings.api_max_top:
+        raise InvalidQuery("limit", f"must be at most {services.settings.api_max_top}")
+    per_site = await dimension_of(services.engine, params.dimension)
+    if params.dimension == SITE_VIEW and params.site is not None:
+        raise InvalidQuery("site", "omit it for the site dimension (it ranks the sites)")
+    if per_site and params.site is None:
+        raise InvalidQuery("site", f"required: {params.dimension!r} is a per-site dimension")
+    start, end = time_range(services.settings, params)
+    site = None if params.site is None else site_key(params.site)
+    query = TopQuery(params.dimension, start, end, params.limit, site, visitors=True)
+    return TopRequest(query, await read_after(services, params), per_site)
+
+
 SeriesRequestDep = Annotated[SeriesRequest, Depends(get_series_request)]
 TopRequestDep = Annotated[TopRequest, Depends(get_top_request)]
+TimeseriesRequestDep = Annotated[TimeseriesRequest, Depends(get_timeseries_request)]
+BreakdownRequestDep = Annotated[TopRequest, Depends(get_breakdown_request)]
 
 
 # --- writes ----------------------------------------------------------------------------------------

@@ -31,6 +31,12 @@ class ApiMetrics:
             ["store"],
             registry=self.registry,
         )
+        self.bad_keys = Counter(
+            "lambda_api_malformed_keys_total",
+            "Stored view keys that did not parse and were left out of an answer, by view.",
+            ["view"],
+            registry=self.registry,
+        )
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
         Gauge(name, doc, registry=self.registry).set_function(fn)

@@ -12,7 +12,11 @@ import orjson
 from fastapi import Response
 
 from serving_layer import Coverage, PageviewsAnswer, TopAnswer, UniqueVisitorsAnswer
-from serving_layer.engine import Distinct
+from serving_layer.engine import Distinct, SeriesAnswer
+from views.scopes import value_of
+
+LEGACY_VIEW_NAMES = {"page": "url_traffic", "site": "site_traffic"}
+"""The names /v1/pageviews and /v1/unique-visitors have always answered with."""
 
 JSON_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
 
@@ -50,7 +54,8 @@ def _distinct(d: Distinct) -> dict[str, Any]:
 
 def _series_head(a: PageviewsAnswer | UniqueVisitorsAnswer) -> dict[str, Any]:
     q = a.query
-    return {"view": q.view, "key": q.key, "from": q.start, "to": q.end, "granularity": q.granularity.value}
+    view = LEGACY_VIEW_NAMES.get(q.view, q.view)
+    return {"view": view, "key": q.key, "from": q.start, "to": q.end, "granularity": q.granularity.value}
 
 
 def pageviews(a: PageviewsAnswer) -> dict[str, Any]:
@@ -79,6 +84,63 @@ def top(a: TopAnswer) -> dict[str, Any]:
         "site": a.query.site,
         "urls": [{"rank": i, "url": k, "pageviews": v} for i, (k, v) in enumerate(a.entries, 1)],
         **_meta(a.coverage),
+    }
+
+
+def _maybe_distinct(d: Distinct | None) -> dict[str, Any] | None:
+    return None if d is None else _distinct(d)
+
+
+def timeseries(a: SeriesAnswer, site: str | None, value: str) -> dict[str, Any]:
+    q = a.query
+    return {
+        "dimension": q.view,
+        "site": site,
+        "value": value,
+        "from": q.start,
+        "to": q.end,
+        "granularity": q.granularity.value,
+        "series": [
+            {"start": p.start, "pageviews": p.pageviews, "visitors": _distinct(p.visitors)} for p in a.series
+        ],
+        "total": {"pageviews": a.pageviews, "visitors": _distinct(a.visitors)},
+        **_meta(a.coverage),
+    }
+
+
+def breakdown(a: TopAnswer, per_site: bool) -> dict[str, Any]:
+    visitors = a.visitors or [None] * len(a.entries)
+    return {
+        "dimension": a.query.view,
+        "site": a.query.site,
+        "from": a.start,
+        "to": a.end,
+        "limit": a.query.limit,
+        "entries": [
+            {"rank": i, "value": value_of(k, per_site), "pageviews": v, "visitors": _maybe_distinct(d)}
+            for i, ((k, v), d) in enumerate(zip(a.entries, visitors, strict=True), 1)
+        ],
+        "totals": {"pageviews": a.total_pageviews, "visitors": _maybe_distinct(a.total_visitors)},
+        **_meta(a.coverage),
+    }
+
+
+def dimensions(
+    gen: int, described: dict[str, dict[str, Any]], problems: dict[str, str | None]
+) -> dict[str, Any]:
+    return {
+        "generation": gen,
+        "dimensions": [
+            {
+                "name": name,
+                "description": str(info.get("description", "")),
+                "per_site": bool(info.get("per_site")),
+                "examples": [str(x) for x in info.get("examples", [])],
+                "ready": problems.get(name) is None,
+                "problem": problems.get(name),
+            }
+            for name, info in sorted(described.items())
+        ],
     }
 
 

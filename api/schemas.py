@@ -154,6 +154,150 @@ class TopUrlsResponse(AnswerMeta):
     urls: list[TopEntry]
 
 
+class Totals(BaseModel):
+    pageviews: int = Field(description="Exact page views over the range.")
+    visitors: Distinct
+
+
+class TimeseriesPoint(BaseModel):
+    start: datetime = Field(description="Start of the bucket (UTC); a day bucket may be cut by the range.")
+    pageviews: int
+    visitors: Distinct
+
+
+class TimeseriesResponse(AnswerMeta):
+    model_config = _examples(
+        {
+            "dimension": "country",
+            "site": "shop.example.com",
+            "value": "DE",
+            "from": "2026-11-20T00:00:00Z",
+            "to": "2026-11-20T02:00:00Z",
+            "granularity": "hour",
+            "series": [
+                {
+                    "start": "2026-11-20T00:00:00Z",
+                    "pageviews": 120,
+                    "visitors": {"estimate": 41, "lower": 41, "upper": 41, "exact": True},
+                },
+                {
+                    "start": "2026-11-20T01:00:00Z",
+                    "pageviews": 97,
+                    "visitors": {"estimate": 38, "lower": 38, "upper": 38, "exact": True},
+                },
+            ],
+            "total": {
+                "pageviews": 217,
+                "visitors": {"estimate": 70.2, "lower": 68.0, "upper": 72.6, "exact": False},
+            },
+            **META_EXAMPLE,
+        }
+    )
+
+    dimension: str = Field(description="The dimension (GET /v1/dimensions lists them).")
+    site: str | None = Field(description="The site, for per-site dimensions and site totals.")
+    value: str = Field(description="The dimension's value: a URL, a site, a referrer host, a country...")
+    from_: datetime = Field(alias="from")
+    to: datetime
+    granularity: Granularity
+    series: list[TimeseriesPoint]
+    total: Totals = Field(description="Over the whole range (visitors: the union, never a sum).")
+
+
+class BreakdownTotals(BaseModel):
+    pageviews: int = Field(description="Page views of every value (of the site), not only the listed ones.")
+    visitors: Distinct | None = Field(description="The site's unique visitors; null without a site.")
+
+
+class BreakdownEntry(BaseModel):
+    rank: int
+    value: str
+    pageviews: int
+    visitors: Distinct | None = Field(description="Unique visitors of this value over the days.")
+
+
+class BreakdownResponse(AnswerMeta):
+    model_config = _examples(
+        {
+            "dimension": "referrer",
+            "site": "shop.example.com",
+            "from": "2026-11-14T00:00:00Z",
+            "to": "2026-11-21T00:00:00Z",
+            "limit": 2,
+            "entries": [
+                {
+                    "rank": 1,
+                    "value": "(direct)",
+                    "pageviews": 51234,
+                    "visitors": {"estimate": 8120.4, "lower": 7990.0, "upper": 8252.9, "exact": False},
+                },
+                {
+                    "rank": 2,
+                    "value": "www.google.com",
+                    "pageviews": 20410,
+                    "visitors": {"estimate": 3122.0, "lower": 3070.1, "upper": 3175.3, "exact": False},
+                },
+            ],
+            "totals": {
+                "pageviews": 80112,
+                "visitors": {"estimate": 10210.7, "lower": 10046.1, "upper": 10377.9, "exact": False},
+            },
+            **META_EXAMPLE,
+        }
+    )
+
+    dimension: str
+    site: str | None
+    from_: datetime = Field(alias="from", description="Start of the first whole UTC day ranked.")
+    to: datetime = Field(description="End of the last whole UTC day ranked (the range rounded outwards).")
+    limit: int
+    entries: list[BreakdownEntry] = Field(description="By page views, descending; ties by value.")
+    totals: BreakdownTotals
+
+
+class DimensionInfo(BaseModel):
+    name: str
+    description: str
+    per_site: bool = Field(description="Keyed by (site, value): queries name the site.")
+    examples: list[str]
+    ready: bool = Field(description="Answered exactly by the served generation (batch and realtime).")
+    problem: str | None = Field(description="Why it is not ready yet.")
+
+
+class DimensionsResponse(BaseModel):
+    model_config = _examples(
+        {
+            "generation": 12,
+            "dimensions": [
+                {
+                    "name": "country",
+                    "description": "The visitor's country (ISO 3166 alpha-2), or (unknown).",
+                    "per_site": True,
+                    "examples": ["DE", "US", "(unknown)"],
+                    "ready": True,
+                    "problem": None,
+                }
+            ],
+        }
+    )
+
+    generation: int = Field(description="The served generation the readiness refers to.")
+    dimensions: list[DimensionInfo]
+
+
+class NotReadyResponse(BaseModel):
+    model_config = _examples(
+        {
+            "detail": "dimension 'language' is not ready: the served generation 12 has no batch views "
+            "of it; the next batch run computes them",
+            "dimension": "language",
+        }
+    )
+
+    detail: str
+    dimension: str
+
+
 class AcceptedEvent(BaseModel):
     event_id: str
     partition: int

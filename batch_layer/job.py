@@ -9,6 +9,10 @@ those days' master-dataset partitions, and reuse every other day's documents fro
 generation without copying them. A full recompute (``make recompute``) rebuilds every day of every
 view from the whole master dataset. A view whose definition changed since the served generation
 is recomputed in full even by an incremental run: its stored documents were made by other code.
+
+Every view is computed by the one shared pass (views.shared_pass) over the days the run needs:
+one shuffle however many views there are; the rows are cached once and each view's documents are
+written from the cache.
 """
 
 from __future__ import annotations
@@ -30,14 +34,12 @@ from generations.realtime import drop_generations, realtime_generations
 from generations.registry import Generation, GenerationRegistry
 from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets, log_start_offsets
-from views import View, all_views, visits
+from views import View, all_views, compute, describe, fingerprint, input_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-
-VIEW_INPUT_COLUMNS = ("event_id", "ts", "visitor_id", "url", "event_date")
 
 
 @dataclass
@@ -61,16 +63,21 @@ class RunSummary:
 
 
 def plan_days(
-    views: list[View], full: bool, served: Generation | None, segments: list[Segment], all_days: list[str]
+    fingerprints: dict[str, str],
+    full: bool,
+    served: Generation | None,
+    segments: list[Segment],
+    all_days: list[str],
 ) -> dict[str, list[str]]:
-    """Which days each view must recompute in this run."""
+    """Which days each view (name -> fingerprint) must recompute in this run: the new days, or
+    every day for a view the served generation lacks or computed with other code."""
     if full or served is None:
-        return {v.name: list(all_days) for v in views}
+        return {name: list(all_days) for name in fingerprints}
     new_days = sorted({d for s in segments if s.gen > served.gen for d in s.days})
     plan = {}
-    for v in views:
-        changed = served.fingerprints.get(v.name) != v.fingerprint or v.name not in served.day_map
-        plan[v.name] = list(all_days) if changed else new_days
+    for name, fp in fingerprints.items():
+        changed = served.fingerprints.get(name) != fp or name not in served.day_map
+        plan[name] = list(all_days) if changed else new_days
     return plan
 
 
@@ -119,6 +126,7 @@ class BatchJob:
             )
 
     def _build(self, gen: Generation, full: bool) -> RunSummary:
+        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         s = self.settings
@@ -154,30 +162,34 @@ class BatchJob:
         t0 = time.monotonic()
         served = self.registry.served()
         views = all_views()
+        fingerprints = {v.name: fingerprint(v) for v in views}
         master_days = self.master.days()
-        plan = plan_days(views, full, served, self.master.segments(), master_days)
+        plan = plan_days(fingerprints, full, served, self.master.segments(), master_days)
         days_needed = sorted({d for days in plan.values() for d in days})
         day_map: dict[str, dict[str, int]] = {}
         if days_needed:
             events = self.master.read(self.spark, None if days_needed == master_days else days_needed)
             assert events is not None
-            # The shared first step of every view (dedup, per URL/hour/visitor counts), built once.
-            shared = visits(events.select(*VIEW_INPUT_COLUMNS)).persist()
+            todo = [v for v in views if plan[v.name]]
+            # The one shared pass computes every view at once; its rows are cached so that each
+            # view's documents are written from them without computing anything again.
+            rows = compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k).persist(
+                StorageLevel.MEMORY_AND_DISK
+            )
             try:
-                for i, view in enumerate(views):
-                    days = plan[view.name]
+                for i, view in enumerate(todo):
                     if i > 0:
                         faults.checkpoint(s, "writing")
-                    if days:
-                        visits_of_days = (
-                            shared if days == master_days else shared.where(F.col("day").isin(days))
-                        )
-                        summary.documents_written[view.name] = self._write_view(
-                            view, gen.gen, visits_of_days, days
-                        )
-                    summary.view_days_recomputed[view.name] = len(days)
+                    days = plan[view.name]
+                    of_view = rows.where(F.col("view") == view.name)
+                    if days != days_needed:
+                        of_view = of_view.where(F.col("day").isin(days))
+                    summary.documents_written[view.name] = self._write_view(
+                        view, gen.gen, of_view.drop("view"), days
+                    )
             finally:
-                shared.unpersist()
+                rows.unpersist()
+        summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
         for view in views:
             kept = dict(served.day_map.get(view.name, {})) if served is not None and not full else {}
             kept.update({d: gen.gen for d in plan[view.name]})
@@ -188,7 +200,8 @@ class BatchJob:
         # 3. publish, then retire what is no longer needed
         t0 = time.monotonic()
         gen.day_map = day_map
-        gen.fingerprints = {v.name: v.fingerprint for v in views}
+        gen.fingerprints = fingerprints
+        gen.views = {v.name: describe(v) for v in views}
         gen.stats = {
             "events_absorbed": summary.events_absorbed,
             "invalid_records": summary.invalid_records,
@@ -201,9 +214,8 @@ class BatchJob:
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
 
-    def _write_view(self, view: View, gen: int, view_visits: DataFrame, days: list[str]) -> int:
+    def _write_view(self, view: View, gen: int, rows: DataFrame, days: list[str]) -> int:
         t0 = time.monotonic()
-        rows = view(view_visits, self.settings.hll_lg_k)
         with SparkProgress(self.spark, f"view {view.name}"):
             written = self.store.write(view.name, gen, rows, days)
         log.info(

@@ -94,3 +94,18 @@ def realtime_pattern(gen: int) -> str:
 def hour_field(kind: str, hour: int) -> str:
     """``pv:07`` / ``sk:07``: the hourly field of a realtime hash."""
     return f"{kind}:{hour:02d}"
+
+
+# Per generation, the set of views the speed layer has counted it with since its first micro-batch,
+# each as "name@fingerprint" (plus a sentinel, so an emptied set still says "recorded"). A view is
+# served for a generation only when this set names it with the fingerprint of the generation's
+# batch views: then its realtime part counted every event from the cut, with the same code.
+VIEWS_SENTINEL = "#"
+
+
+def realtime_views_key(gen: int) -> str:
+    return f"{REALTIME_PREFIX}{gen}:#views"
+
+
+def view_mark(name: str, fingerprint: str) -> str:
+    return f"{name}@{fingerprint}"

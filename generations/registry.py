@@ -60,6 +60,9 @@ class Generation:
     retired_at: datetime | None = None
     day_map: DayMap = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    views: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What the API needs to serve each view with no code of its own: its description, whether it
+    is per site, example values (views.dimension)."""
     stats: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
@@ -75,6 +78,7 @@ class Generation:
             "retired_at": self.retired_at,
             "day_map": self.day_map,
             "fingerprints": self.fingerprints,
+            "views": self.views,
             "stats": self.stats,
             "error": self.error,
         }
@@ -97,6 +101,7 @@ class Generation:
             retired_at=utc(doc.get("retired_at")),
             day_map=doc.get("day_map") or {},
             fingerprints=doc.get("fingerprints") or {},
+            views=doc.get("views") or {},
             stats=doc.get("stats") or {},
             error=doc.get("error"),
         )

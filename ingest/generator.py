@@ -27,14 +27,46 @@ from ingest.pipeline import RawRecord
 
 SITES = (("https://shop.example.com", 0.7), ("https://blog.example.com", 0.3))
 USER_AGENTS = (
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/126.0 Safari/537.36",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 Version/17.5 Safari/605.1.15",
-    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148",
+    # desktop
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+    "Safari/537.36",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 "
+    "Safari/605.1.15",
     "Mozilla/5.0 (X11; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0",
-    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/126.0 Mobile Safari/537.36",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+    "Safari/537.36 Edg/126.0.0.0",
+    # mobile
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/17.5 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+    "Mobile Safari/537.36",
+    "Mozilla/5.0 (Linux; Android 13; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "SamsungBrowser/24.0 Chrome/117.0.0.0 Mobile Safari/537.36",
+    # tablet
+    "Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 "
+    "Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Linux; Android 13; SM-X700) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+    "Safari/537.36",
+    # bots
+    "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+    "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
 )
-COUNTRIES = ("US", "DE", "FR", "GB", "IN", "BR", "JP", "NL", "ES", "CA")
-EXTERNAL_REFERRERS = ("https://www.google.com/", "https://news.ycombinator.com/", "https://t.co/x")
+USER_AGENT_WEIGHTS = (0.22, 0.12, 0.05, 0.06, 0.2, 0.14, 0.06, 0.05, 0.03, 0.04, 0.03)
+COUNTRIES = ("US", "DE", "FR", "GB", "IN", "BR", "JP", "NL", "ES", "CA", None)
+COUNTRY_WEIGHTS = (0.3, 0.14, 0.08, 0.1, 0.09, 0.06, 0.05, 0.04, 0.04, 0.05, 0.05)
+"""None: the visitor's country is unknown (no geo lookup)."""
+EXTERNAL_REFERRERS = (
+    "https://www.google.com/",
+    "https://www.google.com/",
+    "https://www.bing.com/",
+    "https://duckduckgo.com/",
+    "https://news.ycombinator.com/",
+    "https://t.co/x",
+    "https://www.reddit.com/r/webdev/",
+    "https://www.facebook.com/",
+)
+DIRECT_SHARE = 0.4
+"""Of session starts, the share with no referrer (typed in, bookmarks, apps)."""
 _CHUNK = 4096
 
 
@@ -129,6 +161,15 @@ class TrafficGenerator:
         weights = ranks**-config.zipf_exponent
         self._url_p = weights / weights.sum()
         self._sessions: list[int] = self._np.integers(0, config.visitors, config.concurrent_sessions).tolist()
+        self._last_url: list[str | None] = [None] * config.concurrent_sessions
+        """The page each session saw last: the referrer of its next page (internal navigation)."""
+        # A visitor keeps a device and a country: drawn once per visitor, weighted like real traffic.
+        self._visitor_ua: list[int] = self._np.choice(
+            len(USER_AGENTS), size=config.visitors, p=np.array(USER_AGENT_WEIGHTS) / sum(USER_AGENT_WEIGHTS)
+        ).tolist()
+        self._visitor_country: list[int] = self._np.choice(
+            len(COUNTRIES), size=config.visitors, p=np.array(COUNTRY_WEIGHTS) / sum(COUNTRY_WEIGHTS)
+        ).tolist()
         self._recent: list[dict[str, Any]] = []
         self._corrupt = _corruptions()
         self._time_cdf = self._diurnal_cdf() if config.span_hours > 0 else None
@@ -188,9 +229,10 @@ class TrafficGenerator:
         lateness = rng.random(size).tolist()
         shift = rng.random(size).tolist()
         times = self._event_times(start_index, size).tolist()
-        ua_idx = rng.integers(0, len(USER_AGENTS), size=size).tolist()
-        country_idx = rng.integers(0, len(COUNTRIES), size=size).tolist()
         ref_roll = rng.random(size).tolist()
+        last_url = self._last_url
+        visitor_ua = self._visitor_ua
+        visitor_country = self._visitor_country
         late_lo, late_hi = cfg.late_hours
         ooo_lo, ooo_hi = cfg.out_of_order_seconds
         dup_cut = cfg.duplicate_fraction
@@ -214,19 +256,29 @@ class TrafficGenerator:
                 stats.out_of_order += 1
             slot = slots[i]
             visitor = sessions[slot]
+            referrer = last_url[slot]
+            if referrer is None and ref_roll[i] >= DIRECT_SHARE:
+                share = (ref_roll[i] - DIRECT_SHARE) / (1.0 - DIRECT_SHARE)
+                referrer = EXTERNAL_REFERRERS[int(share * len(EXTERNAL_REFERRERS))]
+            url = urls[url_idx[i]]
             if session_end[i]:
                 sessions[slot] = new_visitors[i]
+                last_url[slot] = None
+            else:
+                last_url[slot] = url
             n = start_index + i
             event: dict[str, Any] = {
                 "event_id": f"{self.run_id}-{n:x}",
                 "ts": datetime.fromtimestamp(ts, UTC),
                 "visitor_id": f"v{visitor}",
-                "url": urls[url_idx[i]],
-                "user_agent": USER_AGENTS[ua_idx[i]],
-                "country": COUNTRIES[country_idx[i]],
+                "url": url,
+                "user_agent": USER_AGENTS[visitor_ua[visitor]],
             }
-            if ref_roll[i] < 0.3:
-                event["referrer"] = EXTERNAL_REFERRERS[int(ref_roll[i] * 10)]
+            country = COUNTRIES[visitor_country[visitor]]
+            if country is not None:
+                event["country"] = country
+            if referrer is not None:
+                event["referrer"] = referrer
             if dup_cut <= roll < bad_cut:
                 name, corrupt = self._corrupt[n % len(self._corrupt)]
                 stats.malformed += 1

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import Any
 
-from contract import site_of
-from generations.keys import PV, SKETCH, hour_field
+from generations.keys import PV, SKETCH, hour_field, view_mark
 from serving_layer.consistency import pending
 from serving_layer.model import (
     BatchDoc,
@@ -38,6 +38,7 @@ from serving_layer.model import (
     HashRead,
     InvalidQuery,
     NothingServed,
+    NotReady,
     Offsets,
     RankRead,
     RealtimeUnavailable,
@@ -54,12 +55,13 @@ from serving_layer.tiling import (
     is_hour_aligned,
     tile,
 )
-from views import sketches
+from views import all_views, describe, get_view, sketches
+from views.scopes import scope_of
 
 log = logging.getLogger(__name__)
 
-URL_VIEW = "url_traffic"
-SITE_VIEW = "site_traffic"
+URL_VIEW = "page"
+SITE_VIEW = "site"
 REALTIME = "realtime"
 PV_HOURS = tuple(hour_field(PV, h) for h in range(24))
 SK_HOURS = tuple(hour_field(SKETCH, h) for h in range(24))
@@ -79,13 +81,15 @@ class SeriesQuery:
 
 @dataclass(frozen=True)
 class TopQuery:
-    """The ``limit`` keys with the most page views over the UTC days ``[start, end)`` touches."""
+    """The ``limit`` keys with the most page views over the UTC days ``[start, end)`` touches,
+    of one site (``site``) or of all; with ``visitors``, each key's unique visitors too."""
 
     view: str
     start: datetime
     end: datetime
     limit: int
     site: str | None = None
+    visitors: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,37 @@ class TopAnswer:
     """The whole UTC days actually ranked (the query's range rounded outwards)."""
     entries: list[tuple[str, int]]
     coverage: Coverage
+    visitors: list[Distinct | None] | None = None
+    """With ``query.visitors``: each entry's unique visitors over the days."""
+    total_pageviews: int = 0
+    """Page views of every key in scope (not only the listed ones)."""
+    total_visitors: Distinct | None = None
+    """With ``query.visitors`` and a site: the site's unique visitors over the days."""
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPoint:
+    start: datetime
+    pageviews: int
+    visitors: Distinct
+
+
+@dataclass(frozen=True)
+class SeriesAnswer:
+    """Page views and unique visitors of one key, per bucket and over the range, one snapshot."""
+
+    query: SeriesQuery
+    series: list[SeriesPoint]
+    pageviews: int
+    visitors: Distinct
+    coverage: Coverage
+
+
+@dataclass(frozen=True)
+class ViewStatus:
+    name: str
+    ready: bool
+    problem: str | None
 
 
 @dataclass(frozen=True)
@@ -183,6 +218,41 @@ class _Snapshot:
     hashes: list[dict[str, bytes]]
     ranks: list[list[tuple[str, float]]]
     coverage: Coverage
+    views: frozenset[str] | None = None
+    """What the speed layer counted the generation with (None: nothing counted, or Redis down)."""
+
+
+def per_site(gen: GenerationInfo, view: str) -> bool:
+    """Whether a view's keys are ``site|value`` (from the generation's description of it, else
+    from this process' declarations)."""
+    info = gen.views.get(view)
+    if info is not None:
+        return bool(info.get("per_site"))
+    try:
+        return get_view(view).per_site
+    except KeyError:
+        return False
+
+
+def readiness(view: str, gen: GenerationInfo, realtime_views: frozenset[str] | None) -> str | None:
+    """Why ``view`` cannot be answered exactly from ``gen`` (None: it can).
+
+    Exact needs both parts: batch views of the generation computed by the current code, and a
+    realtime part that counted the view with the same code from the generation's cut on. A view
+    declared while the platform runs is therefore served from the first generation opened after
+    both the batch layer and the speed layer know it.
+    """
+    fp = gen.fingerprints.get(view)
+    if gen.cut and any(gen.cut.values()) and (fp is None or view not in gen.day_map):
+        return f"the served generation {gen.gen} has no batch views of it; the next batch run computes them"
+    if realtime_views is not None and (fp is None or view_mark(view, fp) not in realtime_views):
+        if fp is None and any(m.startswith(f"{view}@") for m in realtime_views):
+            return None
+        return (
+            f"the speed layer has not counted it since generation {gen.gen}'s cut; it is served "
+            "from the first generation opened after the speed layer runs with it"
+        )
+    return None
 
 
 class QueryEngine:
@@ -192,12 +262,18 @@ class QueryEngine:
         realtime: RealtimeReader,
         *,
         on_degraded: Callable[[str, Exception], None] | None = None,
+        on_bad_key: Callable[[str, str], None] | None = None,
         poll_s: float = 0.05,
     ) -> None:
         self.batch = batch
         self.realtime = realtime
         self.on_degraded = on_degraded or (lambda store, exc: None)
+        self.on_bad_key = on_bad_key or (
+            lambda view, key: log.warning("skipped malformed %s key %r", view, key)
+        )
         self.poll_s = poll_s
+        self._described: dict[str, dict[str, Any]] = {}
+        """Views as the generations seen so far describe them (views.scopes.describe)."""
 
     # --- the consistent read every query starts with --------------------------------------------
     async def _snapshot(
@@ -226,8 +302,10 @@ class QueryEngine:
             rt = None
         if rt is not None and rt.served is not None:
             gen = await self.batch.generation(rt.served.gen)
+            if gen.views:
+                self._described.update(gen.views)
             coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, ())
-            return _Snapshot(gen, rt.hashes, rt.ranks, coverage)
+            return _Snapshot(gen, rt.hashes, rt.ranks, coverage, rt.views)
         # Redis is down or has lost its data: the durable registry names the served generation.
         served = await self.batch.served_generation()
         if served is None:
@@ -243,14 +321,21 @@ class QueryEngine:
         docs = await self.batch.documents(view, refs)
         return {ref[2]: doc for ref, doc in zip(refs, docs, strict=True) if doc is not None}
 
+    def _check_ready(self, snap: _Snapshot, *views: str) -> None:
+        for view in views:
+            problem = readiness(view, snap.gen, snap.views)
+            if problem is not None:
+                raise NotReady(view, problem)
+
     async def _series_data(
-        self, q: SeriesQuery, kind: str, after: ReadAfter | None
+        self, q: SeriesQuery, kinds: tuple[str, ...], after: ReadAfter | None
     ) -> tuple[_Snapshot, dict[str, BatchDoc], dict[str, dict[str, bytes]]]:
-        """The realtime fields (``kind`` "pv" or "sk") and batch documents a series query needs."""
-        plan = _read_plan(q.start, q.end, q.granularity, kind)
+        """The realtime fields (``kinds``: "pv", "sk") and batch documents a series query needs."""
+        plan = _read_plan(q.start, q.end, q.granularity, kinds)
         days = [day for day, _ in plan]
         reads = [HashRead(q.view, q.key, day, fields) for day, fields in plan]
         snap = await self._snapshot(reads, (), after)
+        self._check_ready(snap, q.view)
         docs = await self._documents(q.view, q.key, days, snap.gen)
         return snap, docs, dict(zip(days, snap.hashes, strict=True))
 
@@ -274,72 +359,177 @@ class QueryEngine:
         return ServingState(gen, rt.commit, stats, None)
 
     # --- queries --------------------------------------------------------------------------------
-    async def pageviews(self, q: SeriesQuery, after: ReadAfter | None = None) -> PageviewsAnswer:
-        snap, docs, rt = await self._series_data(q, PV, after)
-        # Per day, batch + realtime: the day's total and its 24 hours; then each tile is one lookup.
-        day_total: dict[str, int] = {}
-        day_hours: dict[str, list[int]] = {}
-        for day, values in rt.items():
-            doc = docs.get(day)
-            total = doc.pv if doc else 0
-            hours = list(doc.h_pv) if doc else [0] * 24
-            for name, raw in values.items():
-                if name == PV:
-                    total += int(raw)
-                else:
-                    hours[int(name[len(PV) + 1 :])] += int(raw)
-            day_total[day], day_hours[day] = total, hours
+    async def series(self, q: SeriesQuery, after: ReadAfter | None = None) -> SeriesAnswer:
+        """Page views and unique visitors of one key, from one snapshot."""
+        snap, docs, rt = await self._series_data(q, (PV, SKETCH), after)
+        day_total, day_hours = _pageviews_by_day(docs, rt)
         series = []
+        total = 0
         for b in buckets(q.start, q.end, q.granularity):
-            n = 0
-            for t in b.tiles:
-                n += day_total[t.day] if t.hour is None else day_hours[t.day][t.hour]
-            series.append(PageviewPoint(b.start, n))
+            n = _pageviews(b.tiles, day_total, day_hours)
+            total += n
+            series.append(SeriesPoint(b.start, n, _distinct(b.tiles, docs, rt)))
+        return SeriesAnswer(q, series, total, _distinct(tile(q.start, q.end), docs, rt), snap.coverage)
+
+    async def pageviews(self, q: SeriesQuery, after: ReadAfter | None = None) -> PageviewsAnswer:
+        snap, docs, rt = await self._series_data(q, (PV,), after)
+        day_total, day_hours = _pageviews_by_day(docs, rt)
+        series = [
+            PageviewPoint(b.start, _pageviews(b.tiles, day_total, day_hours))
+            for b in buckets(q.start, q.end, q.granularity)
+        ]
         return PageviewsAnswer(q, series, sum(p.pageviews for p in series), snap.coverage)
 
     async def unique_visitors(self, q: SeriesQuery, after: ReadAfter | None = None) -> UniqueVisitorsAnswer:
         series_buckets = buckets(q.start, q.end, q.granularity)
         whole = tile(q.start, q.end)
-        snap, docs, rt = await self._series_data(q, SKETCH, after)
+        snap, docs, rt = await self._series_data(q, (SKETCH,), after)
         series = [(b.start, _distinct(b.tiles, docs, rt)) for b in series_buckets]
         return UniqueVisitorsAnswer(q, series, _distinct(whole, docs, rt), snap.coverage)
 
     async def top(self, q: TopQuery, after: ReadAfter | None = None) -> TopAnswer:
+        """The keys of a view (of one site, or all) ranked by page views over whole UTC days.
+
+        Without visitors: one snapshot (batch day rankings + realtime ranking sets). With them,
+        the snapshot also reads the listed keys' realtime sketches, which are known only once the
+        ranking is: it is read again with the keys of the previous ranking until the ranking and
+        the keys read agree, so every number of the answer comes from the same snapshot.
+        """
         days = days_covering(q.start, q.end)
-        snap = await self._snapshot((), [RankRead(q.view, d) for d in days], after)
-        holders = snap.gen.day_map.get(q.view, {})
-        batch_days = [d for d in days if d in holders]
-        rankings = await asyncio.gather(*(self.batch.ranking(q.view, holders[d], d) for d in batch_days))
+        whole_days = [Tile(d, None) for d in days]
+        rank_reads = [RankRead(q.view, d) for d in days]
+        site_totals = q.visitors and q.site is not None and q.view != SITE_VIEW
+        guess: list[str] = []
+        rankings: dict[int, list[list[tuple[str, int]]]] = {}
+        for attempt in range(4):
+            reads = [HashRead(q.view, k, d, (SKETCH,)) for k in guess for d in days]
+            if site_totals:
+                assert q.site is not None
+                reads += [HashRead(SITE_VIEW, q.site, d, (SKETCH,)) for d in days]
+            snap = await self._snapshot(reads, rank_reads, after)
+            self._check_ready(snap, q.view, *((SITE_VIEW,) if site_totals else ()))
+            gen = snap.gen
+            if gen.gen not in rankings:
+                holders = gen.day_map.get(q.view, {})
+                batch_days = [d for d in days if d in holders]
+                rankings[gen.gen] = list(
+                    await asyncio.gather(*(self.batch.ranking(q.view, holders[d], d) for d in batch_days))
+                )
+            totals = self._scoped_totals(q, per_site(gen, q.view), rankings[gen.gen], snap.ranks)
+            best = [
+                kv
+                for kv in heapq.nsmallest(q.limit, totals.items(), key=lambda kv: (-kv[1], kv[0]))
+                if kv[1] > 0
+            ]
+            if not q.visitors or {k for k, _ in best} <= set(guess) or attempt == 3:
+                break
+            guess = [k for k, _ in best]
+        start = floor_day(q.start)
+        end = floor_day(q.end) + (DAY if q.end != floor_day(q.end) else timedelta(0))
+        total_pv = sum(totals.values())
+        if not q.visitors:
+            return TopAnswer(q, start, end, best, snap.coverage, None, total_pv)
+        rt_by_key: dict[str, dict[str, dict[str, bytes]]] = {}
+        for read, values in zip(reads, snap.hashes, strict=True):
+            rt_by_key.setdefault(f"{read.view}\0{read.key}", {})[read.day] = values
+        keys = [k for k, _ in best if f"{q.view}\0{k}" in rt_by_key]
+        docs = await asyncio.gather(*(self._documents(q.view, k, days, gen) for k in keys))
+        by_key = {
+            k: _distinct(whole_days, d, rt_by_key[f"{q.view}\0{k}"]) for k, d in zip(keys, docs, strict=True)
+        }
+        total_visitors = None
+        if site_totals:
+            assert q.site is not None
+            site_docs = await self._documents(SITE_VIEW, q.site, days, gen)
+            total_visitors = _distinct(whole_days, site_docs, rt_by_key[f"{SITE_VIEW}\0{q.site}"])
+        return TopAnswer(
+            q, start, end, best, snap.coverage, [by_key.get(k) for k, _ in best], total_pv, total_visitors
+        )
+
+    def _scoped_totals(
+        self,
+        q: TopQuery,
+        scoped_by_site: bool,
+        rankings: list[list[tuple[str, int]]],
+        realtime: list[list[tuple[str, float]]],
+    ) -> dict[str, int]:
+        """Page views per key over the days (batch + realtime), only the keys of ``q.site``.
+
+        A stored key that does not parse as the view's key format is left out and reported
+        (``on_bad_key``): one bad record must not take an endpoint down.
+        """
         totals: dict[str, int] = {}
         for ranking in rankings:
             for key, pv in ranking:
                 totals[key] = totals.get(key, 0) + pv
-        for entries in snap.ranks:
+        for entries in realtime:
             for key, score in entries:
                 totals[key] = totals.get(key, 0) + int(score)
-        items = totals.items()
-        if q.site is not None:
-            items = {k: v for k, v in items if site_of(k) == q.site}.items()
-        best = heapq.nsmallest(q.limit, items, key=lambda kv: (-kv[1], kv[0]))
-        start = floor_day(q.start)
-        end = floor_day(q.end) + (DAY if q.end != floor_day(q.end) else timedelta(0))
-        return TopAnswer(q, start, end, [(k, v) for k, v in best if v > 0], snap.coverage)
+        if q.site is None:
+            return totals
+        scoped = {}
+        for key, pv in totals.items():
+            scope = scope_of(key, scoped_by_site)
+            if scope is None:
+                self.on_bad_key(q.view, key)
+            elif scope == q.site:
+                scoped[key] = pv
+        return scoped
+
+    async def views(self) -> tuple[GenerationInfo, dict[str, dict[str, Any]], dict[str, str | None]]:
+        """The served generation, the views it, the speed layer or this process know with their
+        descriptions, and per view why it is not ready (None: ready)."""
+        snap = await self._snapshot((), (), None)
+        described = {v.name: describe(v) for v in all_views()}
+        described.update(snap.gen.views)
+        for mark in snap.views or ():
+            described.setdefault(mark.split("@", 1)[0], {"description": "", "per_site": False})
+        self._described.update(described)
+        return snap.gen, described, {v: readiness(v, snap.gen, snap.views) for v in described}
+
+    async def description(self, view: str) -> dict[str, Any] | None:
+        """How ``view`` is served (``per_site`` ...), or None if no generation or declaration names it."""
+        if view not in self._described:
+            await self.views()
+        return self._described.get(view)
+
+
+def _pageviews_by_day(
+    docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]
+) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """Per day, batch + realtime: the day's total and its 24 hours (each tile is then one lookup)."""
+    day_total: dict[str, int] = {}
+    day_hours: dict[str, list[int]] = {}
+    for day, values in rt.items():
+        doc = docs.get(day)
+        total = doc.pv if doc else 0
+        hours = list(doc.h_pv) if doc else [0] * 24
+        for name, raw in values.items():
+            if name == PV:
+                total += int(raw)
+            elif name.startswith(PV):
+                hours[int(name[len(PV) + 1 :])] += int(raw)
+        day_total[day], day_hours[day] = total, hours
+    return day_total, day_hours
+
+
+def _pageviews(tiles: Sequence[Tile], day_total: dict[str, int], day_hours: dict[str, list[int]]) -> int:
+    return sum(day_total[t.day] if t.hour is None else day_hours[t.day][t.hour] for t in tiles)
 
 
 @lru_cache(maxsize=4096)
 def _read_plan(
-    start: datetime, end: datetime, granularity: Granularity, kind: str
+    start: datetime, end: datetime, granularity: Granularity, kinds: tuple[str, ...]
 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Per day, the realtime fields a series query reads: the series' tiles, plus for unique
     visitors the coarsest tiling of the whole range (its union). Cached like the tiling."""
-    tiles = [t for b in buckets(start, end, granularity) for t in b.tiles]
-    hourly = PV_HOURS
-    if kind == SKETCH:
-        tiles += tile(start, end)
-        hourly = SK_HOURS
+    series_tiles = [t for b in buckets(start, end, granularity) for t in b.tiles]
     fields: dict[str, set[str]] = {}
-    for t in tiles:
-        fields.setdefault(t.day, set()).add(kind if t.hour is None else hourly[t.hour])
+    for kind in kinds:
+        tiles = [*series_tiles, *tile(start, end)] if kind == SKETCH else series_tiles
+        hourly = SK_HOURS if kind == SKETCH else PV_HOURS
+        for t in tiles:
+            fields.setdefault(t.day, set()).add(kind if t.hour is None else hourly[t.hour])
     return tuple((day, tuple(sorted(fields[day]))) for day in sorted(fields))
 
 

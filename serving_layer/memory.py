@@ -73,6 +73,8 @@ class MemoryRealtimeReader:
     """(generation, view, key, day) -> field -> value."""
     ranks: dict[tuple[int, str, str], dict[str, float]] = field(default_factory=dict)
     stats: dict[str, object] | None = None
+    views: dict[int, frozenset[str]] = field(default_factory=dict)
+    """generation -> the views (``name@fingerprint``) the speed layer counted it with."""
     down: bool = False
 
     def _check(self) -> None:
@@ -89,6 +91,7 @@ class MemoryRealtimeReader:
             self.commit,
             [self._fields(g, h) for h in hashes],
             [sorted(self.ranks.get((g, r.view, r.day), {}).items()) for r in ranks],
+            self.views.get(g),
         )
 
     def _fields(self, gen: int, h: HashRead) -> dict[str, bytes]:

@@ -67,6 +67,10 @@ class GenerationInfo:
     served_at: datetime | None
     day_map: dict[str, dict[str, int]]
     """view -> day -> generation whose collection holds that day's documents."""
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    """view -> fingerprint of the code that computed its batch views (views.registry)."""
+    views: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """view -> its description for the API (per_site, description, examples)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,9 @@ class RealtimeSnapshot:
     commit: SpeedCommit
     hashes: list[dict[str, bytes]]
     ranks: list[list[tuple[str, float]]]
+    views: frozenset[str] | None = None
+    """The views (``name@fingerprint``) the speed layer counted the served generation with since
+    its cut; None when it has not counted it yet (its realtime views are then empty)."""
 
 
 class ServingError(RuntimeError):
@@ -125,6 +132,15 @@ class RealtimeUnavailable(ServingError):
 
 class NothingServed(ServingError):
     """No generation has been published yet."""
+
+
+class NotReady(ServingError):
+    """A view the served generation cannot answer exactly yet (declared after it was opened, or
+    not counted by the running speed layer); names the view."""
+
+    def __init__(self, view: str, problem: str) -> None:
+        super().__init__(f"dimension {view!r} is not ready: {problem}")
+        self.view = view
 
 
 class ConsistencyTimeout(ServingError):

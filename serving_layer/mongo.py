@@ -44,6 +44,8 @@ def generation_info(doc: dict[str, Any]) -> GenerationInfo:
         started_at=started,
         served_at=_utc(doc.get("served_at")),
         day_map=doc.get("day_map") or {},
+        fingerprints=doc.get("fingerprints") or {},
+        views=doc.get("views") or {},
     )
 
 

@@ -169,6 +169,14 @@ class _Decoded(Generic[T]):
         return self.value
 
 
+def _decode_views(raw: Any) -> frozenset[str] | None:
+    """SMEMBERS of a generation's counted views: None when the set does not exist yet."""
+    if not raw:
+        return None
+    members = frozenset(m.decode() if isinstance(m, bytes) else str(m) for m in raw)
+    return members - {keys.VIEWS_SENTINEL}
+
+
 class RedisRealtimeReader:
     def __init__(self, client: RedisWire) -> None:
         self.client = client
@@ -205,6 +213,7 @@ class RedisRealtimeReader:
             commands += [
                 ("ZRANGE", keys.realtime_rank_key(gen, r.view, r.day), 0, -1, "WITHSCORES") for r in ranks
             ]
+            commands.append(("SMEMBERS", keys.realtime_views_key(gen)))
             results = await self.client.transaction(commands)
             served = self._served_of(results[0])
             commit = self._commit_of(results[1])
@@ -222,9 +231,9 @@ class RedisRealtimeReader:
             ]
             rank_values = [
                 [(entries[i].decode(), float(entries[i + 1])) for i in range(0, len(entries), 2)]
-                for entries in results[2 + n :]
+                for entries in results[2 + n : -1]
             ]
-            return RealtimeSnapshot(served, commit, hash_values, rank_values)
+            return RealtimeSnapshot(served, commit, hash_values, rank_values, _decode_views(results[-1]))
         raise RealtimeUnavailable(f"the served generation changed {MAX_ATTEMPTS} times during one query")
 
     async def speed_stats(self) -> dict[str, object] | None:

@@ -7,10 +7,13 @@ One micro-batch, end to end:
    a window of **log-append time** (``withWatermark`` on the Kafka timestamp, then
    ``dropDuplicatesWithinWatermark``). Event time plays no part in the stateful operator, so a late
    event (old event time, new arrival) is never dropped; it counts in its own event-time bucket.
-2. ``foreachBatch`` (:meth:`SpeedJob.process`) reads the active generations, applies the shared
-   first step (:func:`views.visits.visits`) and every registered view to the events at or past each
-   generation's cut, and commits all writes, the batch id and the end offsets in one Redis
-   transaction guarded by ``WATCH`` of the generation registry and the commit record.
+2. ``foreachBatch`` (:meth:`SpeedJob.process`) reads the active generations, tags each event with
+   every generation whose cut it is at or past, runs the shared pass of every view
+   (:func:`views.compute`, grouped by generation too: one shuffle for all views and generations),
+   and commits all writes, the batch id and the end offsets in one Redis transaction guarded by
+   ``WATCH`` of the generation registry and the commit record. The same transaction records, per
+   generation, the views (and their fingerprints) the job counted it with, so the API serves a
+   view only where the realtime part counted it from the generation's cut.
 
 Exactly-once: Spark replays an uncommitted batch with the same id and the same offsets after a
 crash. A batch id at or below the committed one is skipped; a batch id that does not follow the
@@ -35,7 +38,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -50,8 +52,7 @@ from generations.registry import GenerationRegistry, Offsets
 from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets, offsets_for_time
 from speed_layer.sink import RealtimeSink
-from views.registry import all_views
-from views.visits import visits
+from views import all_views, compute, fingerprint, input_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 
 QUERY_NAME = "speed-layer"
 DEDUP_COLUMN = "_dedup"
-KEEP_COLUMNS = ("event_id", "ts", "visitor_id", "url", "kafka_partition", "kafka_offset")
+LOG_COLUMNS = ("kafka_partition", "kafka_offset")
 REDIS_RETRY_S = 120.0
 """How long a micro-batch keeps retrying while Redis is unreachable (a restart) before failing."""
 
@@ -131,6 +132,11 @@ class SpeedJob:
             self.mongo[settings.mongo_db], self.redis, lambda: log_end_offsets(settings)
         )
         self.dlq = EventProducer(settings)
+        # The views are fixed for the life of the job: a view declared later is counted from the
+        # first generation opened after a restart (the API says "not ready" until then).
+        self.views = all_views()
+        self.view_marks = sorted(keys.view_mark(v.name, fingerprint(v)) for v in self.views)
+        self.input_columns = input_columns(self.views, self.spark)
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
@@ -170,7 +176,8 @@ class SpeedJob:
         # Only what the views and the dead-letter path need crosses the dedup shuffle.
         return (
             parsed.select(
-                *KEEP_COLUMNS,
+                *self.input_columns,
+                *LOG_COLUMNS,
                 "log_time",
                 INVALID_COLUMN,
                 F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),
@@ -327,8 +334,11 @@ class SpeedJob:
                         sink.add(row["gen"], row["view"], row)
                     sink.read_sketches(self.redis)
                     previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
+                    counted = {g: self._counted_views(pipe, g) for g in active}
                     pipe.multi()
                     written = sink.flush(pipe)
+                    for g, marks in counted.items():
+                        self._record_views(pipe, g, marks)
                     pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(batch_id, end_offsets)))
                     pipe.set(
                         keys.SPEED_STATS,
@@ -354,25 +364,32 @@ class SpeedJob:
                 self._wait_for_redis(exc)
 
     def _rows(self, valid: DataFrame, active: dict[int, Offsets]) -> list[Any]:
-        """One collect for every (generation, view): the view rows of this micro-batch."""
+        """One collect for every (generation, view): the view rows of this micro-batch.
+
+        Each event is tagged with every active generation whose cut it is at or past (at most two),
+        then the shared pass groups by generation too: one shuffle for all generations and views.
+        """
         from pyspark.sql import functions as F
 
-        frames, shared = [], []
-        for gen, cut in sorted(active.items()):
-            # The shared first step, built once per generation and read by every view.
-            gen_visits = visits(valid.where(at_or_past(cut))).persist()
-            shared.append(gen_visits)
-            for view in all_views():
-                frames.append(
-                    view(gen_visits, self.settings.hll_lg_k).select(
-                        F.lit(gen).alias("gen"), F.lit(view.name).alias("view"), "*"
-                    )
-                )
-        try:
-            return reduce(lambda a, b: a.unionByName(b), frames).collect()
-        finally:
-            for df in shared:
-                df.unpersist()
+        tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
+        tagged = valid.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
+        return compute(tagged, self.views, self.settings.hll_lg_k, by=["gen"]).collect()
+
+    def _counted_views(self, pipe: redis.client.Pipeline, gen: int) -> list[str]:
+        """The views realtime ``gen`` will have been counted with after this batch: this job's own
+        if the generation is new to the realtime views, else those it had that this job counts too
+        (a view missing from one micro-batch is missing for the rest of the generation)."""
+        raw: Any = pipe.smembers(keys.realtime_views_key(gen))
+        stored = {m.decode() if isinstance(m, bytes) else str(m) for m in raw}
+        if not stored:
+            return self.view_marks
+        return sorted((stored & set(self.view_marks)) | {keys.VIEWS_SENTINEL})
+
+    def _record_views(self, pipe: redis.client.Pipeline, gen: int, marks: list[str]) -> None:
+        key = keys.realtime_views_key(gen)
+        pipe.delete(key)
+        pipe.sadd(key, keys.VIEWS_SENTINEL, *marks)
+        pipe.expire(key, self.settings.realtime_ttl_s)
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _batch_offsets(self, batch_id: int) -> Offsets:

@@ -7,10 +7,28 @@ against this recount of the very events that were produced.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contract import PageView, site_of
+from views.devices import classify
+
+
+def _referrer_source(e: PageView) -> str:
+    if not e.referrer:
+        return "(direct)"
+    host = site_of(e.referrer)
+    return "(internal)" if host == site_of(e.url) else host
+
+
+DIMENSION_KEYS: dict[str, Callable[[PageView], str]] = {
+    "page": lambda e: e.url,
+    "site": lambda e: site_of(e.url),
+    "referrer": lambda e: f"{site_of(e.url)}|{_referrer_source(e)}",
+    "country": lambda e: f"{site_of(e.url)}|{e.country or '(unknown)'}",
+    "device": lambda e: f"{site_of(e.url)}|{classify(e.user_agent)}",
+}
+"""The stored key of each shipped dimension, recomputed in plain Python from the event."""
 
 
 @dataclass
@@ -37,12 +55,16 @@ def dedup(events: Iterable[PageView]) -> list[PageView]:
     return out
 
 
-def recount(events: Iterable[PageView]) -> Recount:
-    result: Recount = {"url_traffic": defaultdict(Bucket), "site_traffic": defaultdict(Bucket)}
+def recount(
+    events: Iterable[PageView], keys: Mapping[str, Callable[[PageView], str]] | None = None
+) -> Recount:
+    """Every view's buckets (the shipped dimensions, or the views of ``keys``)."""
+    key_of = DIMENSION_KEYS if keys is None else keys
+    result: Recount = {view: defaultdict(Bucket) for view in key_of}
     for e in dedup(events):
         day, hour = e.ts.strftime("%Y-%m-%d"), e.ts.hour
-        for view, key in (("url_traffic", e.url), ("site_traffic", site_of(e.url))):
-            b = result[view][(key, day)]
+        for view, fn in key_of.items():
+            b = result[view][(fn(e), day)]
             b.pv += 1
             b.visitors.add(e.visitor_id)
             b.hours_pv[hour] += 1
@@ -103,7 +125,13 @@ def first_copies(log: Iterable[LogRecord]) -> list[LogRecord]:
     return out
 
 
-def recount_past(log: Iterable[LogRecord], cut: dict[int, int]) -> Recount:
+def recount_past(
+    log: Iterable[LogRecord],
+    cut: dict[int, int],
+    keys: Mapping[str, Callable[[PageView], str]] | None = None,
+) -> Recount:
     """What the realtime views of a generation with ``cut`` must hold: events whose first copy is
     at or past the cut."""
-    return recount(r.event for r in first_copies(log) if r.event and r.offset >= cut.get(r.partition, 0))
+    return recount(
+        (r.event for r in first_copies(log) if r.event and r.offset >= cut.get(r.partition, 0)), keys
+    )

@@ -1,6 +1,28 @@
-"""View definitions: one PySpark function per view, shared by the batch and the speed layer."""
+"""Views: declared dimensions (a key per event) computed by both layers in one shared pass."""
 
-from views.registry import View, all_views, get_view, register, replaced
-from views.visits import visits
+from views.dimension import NONE, SCOPE_SEPARATOR, Dimension, FunctionView, View, site_column
+from views.registry import all_views, declare, declared, fingerprint, get_view, register
+from views.scopes import describe, scope_of, stored_key, value_of
+from views.shared_pass import compute, input_columns, view_rows
 
-__all__ = ["View", "all_views", "get_view", "register", "replaced", "visits"]
+__all__ = [
+    "NONE",
+    "SCOPE_SEPARATOR",
+    "Dimension",
+    "FunctionView",
+    "View",
+    "all_views",
+    "compute",
+    "declare",
+    "declared",
+    "describe",
+    "fingerprint",
+    "get_view",
+    "input_columns",
+    "register",
+    "scope_of",
+    "site_column",
+    "stored_key",
+    "value_of",
+    "view_rows",
+]

@@ -1,57 +1,45 @@
-"""The registry of views: the one place both layers look up what to compute.
+"""The registry of views: the one place both layers and the API look up what exists.
 
-A view is a PySpark function from the visits table (:mod:`views.visits`: each event once, counted
-per URL, hour and visitor) to a DataFrame of view rows (:mod:`views.rows`). The batch job builds
-the visits of the master dataset once and applies every registered view to them; the streaming
-job does the same for each micro-batch. Adding a view means writing one function and decorating
-it with :func:`register`.
+Views are declared (:func:`declare`, or :func:`register` for a function view) when their module is
+imported; :func:`all_views` imports the shipped declarations (:mod:`views.dimensions`) first.
+
+Fingerprints decide when stored batch views are stale. A view's fingerprint covers everything its
+stored values depend on: its declaration (Spark's rendering of the key expression, so an edit of
+any helper the expression calls shows), the shared pass that computes every dimension, and the
+row and document format. The batch layer stores each generation's fingerprints and recomputes in
+full every view whose fingerprint changed since the served generation; the speed layer records the
+fingerprints it counts with, so the API serves a view only where both layers agree.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-ViewFunction = Callable[["DataFrame", int], "DataFrame"]
-"""(visits, hll lgConfigK) -> view rows."""
-
-
-@dataclass(frozen=True)
-class View:
-    name: str
-    key: str
-    """What the key column holds ("url", "site"), for readers and the API."""
-    compute: ViewFunction
-    fingerprint: str
-    """Hash of the function's source: a changed definition makes its stored batch views stale."""
-
-    def __call__(self, visits: DataFrame, lg_k: int) -> DataFrame:
-        return self.compute(visits, lg_k)
-
+from views.dimension import Dimension, FunctionView, View, ViewFunction
 
 _REGISTRY: dict[str, View] = {}
 
 
-def _fingerprint(fn: Callable[..., object]) -> str:
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        source = repr(fn)
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
+def declare(view: View) -> View:
+    """Make ``view`` part of the platform (a later declaration of the same name replaces it)."""
+    if not view.name.replace("_", "").isalnum() or not view.name.islower():
+        raise ValueError(f"view name {view.name!r}: use lower-case letters, digits and _")
+    _REGISTRY[view.name] = view
+    return view
 
 
-def register(name: str, key: str) -> Callable[[ViewFunction], ViewFunction]:
-    """Decorator: make ``fn`` the definition of view ``name`` (a later registration replaces it)."""
+def register(
+    name: str, description: str, inputs: tuple[str, ...] | None = None
+) -> Callable[[ViewFunction], ViewFunction]:
+    """Decorator: declare a function view (for views that are not a key per event)."""
 
     def decorate(fn: ViewFunction) -> ViewFunction:
-        _REGISTRY[name] = View(name=name, key=key, compute=fn, fingerprint=_fingerprint(fn))
+        view = FunctionView(name, fn, description)
+        declare(view if inputs is None else FunctionView(name, fn, description, inputs=inputs))
         return fn
 
     return decorate
@@ -71,16 +59,48 @@ def get_view(name: str) -> View:
 
 
 @contextmanager
-def replaced(name: str, fn: ViewFunction, key: str | None = None) -> Iterator[View]:
-    """Temporarily swap a view's definition (tests of bug fixes and recomputes use this)."""
-    original = get_view(name)
-    register(name, key or original.key)(fn)
+def declared(view: View) -> Iterator[View]:
+    """Declare (or replace) a view for the duration of a block: tests of new views and bug fixes."""
+    _load_definitions()
+    original = _REGISTRY.get(view.name)
+    declare(view)
     try:
-        yield _REGISTRY[name]
+        yield view
     finally:
-        _REGISTRY[name] = original
+        if original is None:
+            _REGISTRY.pop(view.name, None)
+        else:
+            _REGISTRY[view.name] = original
+
+
+def _source(obj: types.ModuleType | Callable[..., object]) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return repr(obj)
+
+
+def pass_fingerprint() -> str:
+    """Hash of the code every view's stored values depend on: the shared pass as it is now (the
+    live stage functions, so a patched stage shows too), the device rules and the row format."""
+    from views import devices, rows, shared_pass
+
+    parts = [_source(shared_pass), _source(rows), repr(devices.RULES)]
+    parts += [_source(getattr(shared_pass, stage)) for stage in shared_pass.STAGES]
+    parts.append(_source(rows.row_to_document))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def fingerprint(view: View) -> str:
+    """The view's fingerprint (needs an active Spark session for a dimension's expression)."""
+    if isinstance(view, Dimension):
+        declaration = f"dimension {view.name} per_site={view.per_site} key={view.expression()}"
+    else:
+        declaration = f"function {view.name} {_source(view.compute)}"
+    digest = hashlib.sha256(f"{declaration}\0{pass_fingerprint()}".encode()).hexdigest()[:16]
+    return digest
 
 
 def _load_definitions() -> None:
-    # Importing the definition modules registers their views.
-    import views.traffic  # noqa: F401
+    # Importing the definition module declares the shipped views.
+    import views.dimensions  # noqa: F401

@@ -15,7 +15,7 @@ from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import ingest
 from ingest.testing import InMemorySink
 from tests.oracle import dedup, recount
-from views import all_views, get_view, visits
+from views import Dimension, all_views, compute, declared, fingerprint, get_view, input_columns
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -33,8 +33,12 @@ def events() -> list[Any]:
 
 
 def _dataframe(spark: Any, events: list[Any]) -> Any:
-    rows = [(e.event_id, e.ts, e.visitor_id, e.url) for e in events]
-    return spark.createDataFrame(rows, "event_id string, ts timestamp, visitor_id string, url string")
+    rows = [(e.event_id, e.ts, e.visitor_id, e.url, e.referrer, e.user_agent, e.country) for e in events]
+    return spark.createDataFrame(
+        rows,
+        "event_id string, ts timestamp, visitor_id string, url string, referrer string, "
+        "user_agent string, country string",
+    )
 
 
 def _check(rows: list[Any], expected: dict[tuple[str, str], Any]) -> None:
@@ -53,38 +57,94 @@ def _check(rows: list[Any], expected: dict[tuple[str, str], Any]) -> None:
         assert sketch.get_lower_bound(3) <= len(b.visitors) <= sketch.get_upper_bound(3)
 
 
-def test_every_registered_view_matches_the_recount(spark: Any, events: list[Any]) -> None:
+def _by_view(rows: list[Any]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for r in rows:
+        out.setdefault(r["view"], []).append(r)
+    return out
+
+
+def test_every_shipped_dimension_matches_the_recount(spark: Any, events: list[Any]) -> None:
     expected = recount(events)
-    assert {v.name for v in all_views()} == set(expected)
-    shared = visits(_dataframe(spark, events))
-    for view in all_views():
-        _check(view(shared, 12).collect(), expected[view.name])
+    assert {v.name for v in all_views()} == set(expected) == {"page", "site", "referrer", "country", "device"}
+    rows = _by_view(compute(_dataframe(spark, events), all_views(), 12).collect())
+    for name, buckets in expected.items():
+        _check(rows[name], buckets)
+    # The generated traffic exercises every kind of value the shipped dimensions have.
+    referrers = {k.split("|", 1)[1] for k, _ in expected["referrer"]}
+    assert {"(direct)", "(internal)"} <= referrers and len(referrers) > 3
+    assert {k.split("|", 1)[1] for k, _ in expected["device"]} >= {"desktop", "mobile", "tablet", "bot"}
+    assert "(unknown)" in {k.split("|", 1)[1] for k, _ in expected["country"]}
+
+
+def _exchanges(df: Any) -> int:
+    """Shuffles in the physical plan (AQE off, so the plan is the final one)."""
+    return str(df._jdf.queryExecution().executedPlan().toString()).count("Exchange hashpartitioning")
+
+
+def test_shuffles_do_not_grow_with_the_number_of_dimensions(spark: Any, events: list[Any]) -> None:
+    from pyspark.sql import functions as F
+
+    df = _dataframe(spark, events)
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        two = _exchanges(compute(df, [get_view("page"), get_view("site")], 12))
+        extra = Dimension("path_prefix", lambda: F.regexp_extract(F.col("url"), r"^[a-z]+://[^/]+(/[^/]*)", 1), "x")
+        six = _exchanges(compute(df, [*all_views(), extra], 12))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "true")
+    assert two == six == 2  # the one shuffle by (view, key, day), read by both sides of the join
+
+
+def test_input_columns_are_derived_from_the_declarations(spark: Any) -> None:
+    assert get_view("page").input_columns(spark) == ("url",)
+    assert get_view("referrer").input_columns(spark) == ("referrer", "url")
+    assert get_view("device").input_columns(spark) == ("url", "user_agent")
+    assert input_columns(all_views(), spark) == (
+        "country", "event_id", "referrer", "ts", "url", "user_agent", "visitor_id",
+    )
+
+
+def test_fingerprints_cover_the_declaration_and_the_shared_pass(spark: Any, monkeypatch: Any) -> None:
+    from pyspark.sql import functions as F
+
+    from views import shared_pass
+
+    before = {v.name: fingerprint(v) for v in all_views()}
+    assert before == {v.name: fingerprint(v) for v in all_views()}, "fingerprints must be stable"
+    with declared(Dimension("country", lambda: F.lower(F.col("country")), "edited")):
+        assert fingerprint(get_view("country")) != before["country"]
+    assert fingerprint(get_view("country")) == before["country"]
+
+    def count_visits(rows: Any, by: Any) -> Any:  # an edit of the shared pass, not of a declaration
+        return shared_pass.count_visits.__wrapped__(rows, by)  # pragma: no cover
+
+    monkeypatch.setattr(shared_pass, "count_visits", count_visits)
+    after = {v.name: fingerprint(v) for v in all_views()}
+    assert all(after[name] != fp for name, fp in before.items())
 
 
 def test_views_run_unchanged_on_streaming_micro_batches(
     spark: Any, events: list[Any], tmp_path: Path
 ) -> None:
-    """The speed layer calls the same functions inside foreachBatch: prove they work there."""
-    from pyspark.sql import functions as F
-
+    """The speed layer calls the same pass inside foreachBatch: prove it works there."""
     source = tmp_path / "in"
     source.mkdir()
     (source / "part-0.json").write_bytes(b"\n".join(encode(e) for e in events) + b"\n")
     collected: list[Any] = []
 
     def each_batch(batch: Any, batch_id: int) -> None:
-        collected.extend(get_view("url_traffic")(visits(batch), 12).collect())
+        collected.extend(compute(batch, [get_view("page")], 12).collect())
 
     stream = spark.readStream.schema(event_schema()).json(str(source))
     query = (
-        stream.select("event_id", F.col("ts"), "visitor_id", "url")
-        .writeStream.foreachBatch(each_batch)
+        stream.writeStream.foreachBatch(each_batch)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination(120)
-    _check(collected, recount(events)["url_traffic"])
+    _check(collected, recount(events)["page"])
 
 
 def test_parse_flags_records_that_break_the_contract(spark: Any) -> None:

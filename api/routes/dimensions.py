@@ -1,0 +1,67 @@
+"""GET /v1/dimensions, /v1/timeseries and /v1/breakdown: every view, with no per-view code.
+
+A view declared in ``views/`` is served here as soon as the served generation answers it exactly
+(its batch views and its realtime part, both computed by the same code); until then its queries
+get a 503 naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from api import render
+from api.deps import BreakdownRequestDep, EngineDep, TimeseriesRequestDep
+from api.routes.queries import QUERY_ERRORS
+from api.schemas import BreakdownResponse, DimensionsResponse, NotReadyResponse, TimeseriesResponse
+
+router = APIRouter(prefix="/v1", tags=["dimensions"])
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    **QUERY_ERRORS,
+    409: {
+        "model": NotReadyResponse,
+        "description": "The dimension is declared but the served generation cannot answer it "
+        "exactly yet (the next batch generation will); `dimension` names it.",
+    },
+}
+
+
+@router.get(
+    "/dimensions",
+    response_model=DimensionsResponse,
+    responses={503: QUERY_ERRORS[503]},
+    summary="The dimensions (views) and whether the served generation answers each",
+)
+async def dimensions(engine: EngineDep) -> render.JsonBytes:
+    """Every dimension the served generation, the speed layer or this API knows, with its
+    description and readiness."""
+    gen, described, problems = await engine.views()
+    return render.json_response(render.dimensions(gen.gen, described, problems))
+
+
+@router.get(
+    "/timeseries",
+    response_model=TimeseriesResponse,
+    responses=ERRORS,
+    summary="Page views and unique visitors of one value of a dimension, per hour or day",
+)
+async def timeseries(engine: EngineDep, r: TimeseriesRequestDep) -> render.JsonBytes:
+    """Exact page views and unique visitors (HLL with 95% bounds, exact when one batch bucket
+    answers alone), from one snapshot of the served generation's batch and realtime views."""
+    answer = await engine.series(r.query, r.after)
+    return render.json_response(render.timeseries(answer, r.site, r.value))
+
+
+@router.get(
+    "/breakdown",
+    response_model=BreakdownResponse,
+    responses=ERRORS,
+    summary="The top values of a dimension over whole UTC days, with visitors and totals",
+)
+async def breakdown(engine: EngineDep, r: BreakdownRequestDep) -> render.JsonBytes:
+    """Values ranked by page views (ties by value) over the UTC days the range touches; each with
+    its unique visitors; `totals` over every value of the site."""
+    answer = await engine.top(r.query, r.after)
+    return render.json_response(render.breakdown(answer, r.per_site))

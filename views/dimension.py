@@ -1,0 +1,96 @@
+"""What a view is: a declared dimension (a key per event) or, for the rare exotic view, a function.
+
+A :class:`Dimension` is data: a name, the key it groups page views by as a Spark column expression
+over the contract's fields, and whether it is per site. Both layers compute every declared
+dimension in one shared aggregation pass (:mod:`views.shared_pass`), and the serving layer and the
+API answer any of them with one generic code path, so adding a breakdown is one declaration.
+
+Per-site dimensions store the key ``"{site}|{value}"``: "top referrers of shop.example.com" is then
+one view whose keys of that site share a prefix, and a site (a host with an optional port) never
+contains ``|``. The cross-site dimensions (``page``, keyed by the URL, and ``site`` itself) store
+the value alone.
+
+A :class:`FunctionView` is the way out for views that are not a key per event (sessions,
+funnels): a function from events to view rows (:mod:`views.rows`). It runs beside the shared
+pass, so it costs its own shuffles; the shipped views are all dimensions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+SCOPE_SEPARATOR = "|"
+"""Between the site and the value in the stored key of a per-site dimension."""
+
+KeyExpression = Callable[[], "Column"]
+"""Builds the key column (Spark needs an active session to build a Column, so it is a function)."""
+
+ViewFunction = Callable[["DataFrame", int, Sequence[str]], "DataFrame"]
+"""(events, HLL lgConfigK, extra grouping columns) -> view rows, grouped by those columns too."""
+
+
+def site_column() -> Column:
+    """The site of an event: the host (with a non-default port) of its normalised URL."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_extract(F.col("url"), r"^[a-z]+://([^/]+)", 1)
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A view declared as data: page views and visitors per key, hourly and daily."""
+
+    name: str
+    key: KeyExpression
+    """The value an event counts under, over contract fields (null counts as ``(none)``)."""
+    description: str
+    per_site: bool = True
+    """Key by (site, value): every dimension but the site itself and the cross-site page view."""
+    examples: tuple[str, ...] = ()
+    """Typical values, for the API's documentation."""
+
+    def stored_key(self) -> Column:
+        """The key as stored: ``site|value`` for a per-site dimension, the value otherwise."""
+        from pyspark.sql import functions as F
+
+        value = F.coalesce(self.key().cast("string"), F.lit(NONE))
+        return F.concat(site_column(), F.lit(SCOPE_SEPARATOR), value) if self.per_site else value
+
+    def expression(self) -> str:
+        """Spark's rendering of the stored key expression: what the fingerprint hashes."""
+        return str(self.stored_key())
+
+    def input_columns(self, spark: SparkSession) -> tuple[str, ...]:
+        """The contract fields the key reads, derived from the expression by Spark's analyser (the
+        attributes its resolved plan references), so nobody lists them by hand."""
+        from contract.spark_schema import event_schema
+
+        empty = spark.createDataFrame([], event_schema())
+        references = empty.select(self.stored_key())._jdf.queryExecution().analyzed().references()
+        names, it = set(), references.iterator()
+        while it.hasNext():
+            names.add(str(it.next().name()))
+        return tuple(sorted(names))
+
+
+NONE = "(none)"
+
+
+@dataclass(frozen=True)
+class FunctionView:
+    """A view written as a function (for what is not a key per event)."""
+
+    name: str
+    compute: ViewFunction
+    description: str
+    per_site: bool = False
+    inputs: tuple[str, ...] = field(default=("event_id", "ts", "visitor_id", "url"))
+    """The contract fields the function reads (a function cannot be analysed for them)."""
+
+
+View = Dimension | FunctionView
