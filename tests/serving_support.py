@@ -15,17 +15,15 @@ from typing import Any
 import redis
 from datasketches import hll_sketch, tgt_hll_type
 
-from contract import PageView, site_of
+from contract import PageView
 from generations import keys
 from serving_layer.memory import MemoryBatchReader, MemoryRealtimeReader
 from serving_layer.model import BatchDoc, GenerationInfo, Served, SpeedCommit
-from tests.oracle import Bucket, dedup, recount
+from tests.oracle import DIMENSION_KEYS, Bucket, dedup, recount
 
 LG_K = 12
-VIEW_KEYS: dict[str, Callable[[PageView], str]] = {
-    "url_traffic": lambda e: e.url,
-    "site_traffic": lambda e: site_of(e.url),
-}
+VIEW_KEYS: dict[str, Callable[[PageView], str]] = DIMENSION_KEYS
+TEST_FINGERPRINT = "test"
 
 
 @dataclass(frozen=True)
@@ -108,7 +106,16 @@ def load_memory(
             by_day.setdefault(day, []).append((key, b.pv))
         for day, counts in by_day.items():
             batch.rankings[(view, gen, day)] = sorted(counts, key=lambda kv: (-kv[1], kv[0]))
-    batch.generations[gen] = GenerationInfo(gen, dict(cut), datetime.now(UTC), datetime.now(UTC), day_map)
+    batch.generations[gen] = GenerationInfo(
+        gen,
+        dict(cut),
+        datetime.now(UTC),
+        datetime.now(UTC),
+        day_map,
+        {view: TEST_FINGERPRINT for view in VIEW_KEYS},
+        {view: {"per_site": view not in ("page", "site")} for view in VIEW_KEYS},
+    )
+    realtime.views[gen] = frozenset(keys.view_mark(view, TEST_FINGERPRINT) for view in VIEW_KEYS)
     batch.served = gen
     for view, buckets in recount(above).items():
         for (key, day), b in buckets.items():

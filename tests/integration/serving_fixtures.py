@@ -87,7 +87,7 @@ def publish_empty_generation(settings: Settings) -> Generation:
     try:
         registry = GenerationRegistry(client[settings.mongo_db], r, lambda: log_end_offsets(settings))
         gen = registry.open("full")
-        gen.day_map = {"url_traffic": {}, "site_traffic": {}}
+        gen.day_map = {"page": {}, "site": {}}
         gen.finished_at = datetime.now(UTC)
         registry.publish(gen)
         return gen

@@ -46,7 +46,7 @@ def test_redis_down_gives_a_batch_only_answer_flagged_partial(stack: Settings, s
             assert body["partial"] is True and body["missing"] == ["realtime"]
             assert body["covers"]["realtime_offsets"] is None
             assert body["covers"]["generation"] == served.generation.gen  # from MongoDB's registry
-            assert body["total"] == count(served.below_cut, "site_traffic", "shop.example.com", start, end)[0]
+            assert body["total"] == count(served.below_cut, "site", "shop.example.com", start, end)[0]
             assert body["total"] < full["total"]
             uv = api.get("/v1/unique-visitors", params=params).json()
             assert uv["partial"] is True

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from views.traffic import traffic_by
 
 from batch_layer.diff import diff_generations
 from batch_layer.job import BatchJob
@@ -24,7 +25,6 @@ from tests.integration.conftest import (
 )
 from tests.oracle import recount
 from views import replaced
-from views.traffic import traffic_by
 
 
 def master_files(settings: Settings) -> dict[str, str]:
@@ -55,8 +55,8 @@ def test_batch_views_match_the_oracle_and_incremental_equals_full(platform: Sett
     incremental = job.run()
     assert incremental.kind == "incremental" and incremental.events_absorbed == len(new_events)
     new_days = {e.ts.strftime("%Y-%m-%d") for e in new_events}
-    assert incremental.view_days_recomputed == {"site_traffic": len(new_days), "url_traffic": len(new_days)}
-    assert len(new_days) < first.view_days_recomputed["url_traffic"]
+    assert incremental.view_days_recomputed == {"site": len(new_days), "page": len(new_days)}
+    assert len(new_days) < first.view_days_recomputed["page"]
     after_incremental = served_documents(platform)
     assert_matches_oracle(after_incremental, recount(events))
 
@@ -93,10 +93,10 @@ def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_datase
             "hours", F.transform("hours", lambda h: h.withField("pv", h["pv"] * 2))
         )
 
-    with replaced("url_traffic", counted_twice):
+    with replaced("page", counted_twice):
         wrong = job.run()
-    docs = served_documents(platform)["url_traffic"]
-    assert all(d["pv"] == 2 * expected["url_traffic"][ident].pv for ident, d in docs.items())
+    docs = served_documents(platform)["page"]
+    assert all(d["pv"] == 2 * expected["page"][ident].pv for ident, d in docs.items())
     files_before = master_files(platform)
 
     fixed = job.run(full=True)
@@ -107,9 +107,9 @@ def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_datase
     a, b = job.registry.get(wrong.gen), job.registry.get(fixed.gen)
     assert a is not None and b is not None
     by_view = {d.view: d for d in diff_generations(job.store, a, b)}
-    assert by_view["url_traffic"].changed == len(expected["url_traffic"])
-    assert by_view["url_traffic"].unchanged == 0 and by_view["site_traffic"].changed == 0
-    sample = by_view["url_traffic"].sample[0]
+    assert by_view["page"].changed == len(expected["page"])
+    assert by_view["page"].unchanged == 0 and by_view["site"].changed == 0
+    sample = by_view["page"].sample[0]
     assert sample["a"]["pv"] == 2 * sample["b"]["pv"]
 
     result = subprocess.run(
@@ -121,7 +121,7 @@ def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_datase
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert f"url_traffic: {len(expected['url_traffic']):,} changed" in result.stdout
+    assert f"url_traffic: {len(expected['page']):,} changed" in result.stdout
 
 
 @pytest.mark.parametrize("pause_at", ["absorbed", "writing"])

@@ -65,9 +65,9 @@ def test_merged_answers_equal_the_recount_of_the_log(served: Served) -> None:
         (start + a * HOUR, start + (a + rng.randint(1, hours - a)) * HOUR)
         for a in (rng.randrange(hours) for _ in range(3))
     ]
-    popular = [u for u, _ in sorted(recount(events)["url_traffic"].items(), key=lambda kv: -kv[1].pv)[:3]]
-    targets = [("site_traffic", "shop.example.com"), ("site_traffic", "blog.example.com")] + [
-        ("url_traffic", key) for key, _ in popular
+    popular = [u for u, _ in sorted(recount(events)["page"].items(), key=lambda kv: -kv[1].pv)[:3]]
+    targets = [("site", "shop.example.com"), ("site", "blog.example.com")] + [
+        ("page", key) for key, _ in popular
     ]
 
     async def check(engine: QueryEngine) -> None:
@@ -86,7 +86,7 @@ def test_merged_answers_equal_the_recount_of_the_log(served: Served) -> None:
                     assert pv.coverage.generation == served.generation.gen and not pv.coverage.partial
 
         day_start = start.replace(hour=0)
-        top = await engine.top(TopQuery("url_traffic", start, end, limit=10))
+        top = await engine.top(TopQuery("page", start, end, limit=10))
         totals: dict[str, int] = {}
         for e in dedup(events):
             if top.start <= e.ts < top.end:
@@ -101,9 +101,9 @@ def test_the_batch_layer_writes_a_ranking_per_day(served: Served) -> None:
     client: MongoClient[dict[str, Any]] = MongoClient(served.settings.mongo_url)
     try:
         store = BatchViewStore(client[served.settings.mongo_db], served.settings.mongo_url)
-        expected = recount(served.below_cut)["url_traffic"]
-        for day, holder in served.generation.day_map["url_traffic"].items():
-            ranking = store.read_ranking("url_traffic", holder, day)
+        expected = recount(served.below_cut)["page"]
+        for day, holder in served.generation.day_map["page"].items():
+            ranking = store.read_ranking("page", holder, day)
             want = sorted(
                 ((k, b.pv) for (k, d), b in expected.items() if d == day), key=lambda kv: (-kv[1], kv[0])
             )

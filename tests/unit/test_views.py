@@ -89,7 +89,9 @@ def test_shuffles_do_not_grow_with_the_number_of_dimensions(spark: Any, events: 
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
         two = _exchanges(compute(df, [get_view("page"), get_view("site")], 12))
-        extra = Dimension("path_prefix", lambda: F.regexp_extract(F.col("url"), r"^[a-z]+://[^/]+(/[^/]*)", 1), "x")
+        extra = Dimension(
+            "path_prefix", lambda: F.regexp_extract(F.col("url"), r"^[a-z]+://[^/]+(/[^/]*)", 1), "x"
+        )
         six = _exchanges(compute(df, [*all_views(), extra], 12))
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", "true")
@@ -101,7 +103,13 @@ def test_input_columns_are_derived_from_the_declarations(spark: Any) -> None:
     assert get_view("referrer").input_columns(spark) == ("referrer", "url")
     assert get_view("device").input_columns(spark) == ("url", "user_agent")
     assert input_columns(all_views(), spark) == (
-        "country", "event_id", "referrer", "ts", "url", "user_agent", "visitor_id",
+        "country",
+        "event_id",
+        "referrer",
+        "ts",
+        "url",
+        "user_agent",
+        "visitor_id",
     )
 
 
