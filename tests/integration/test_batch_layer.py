@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from views.traffic import traffic_by
 
 from batch_layer.diff import diff_generations
 from batch_layer.job import BatchJob
@@ -24,7 +23,7 @@ from tests.integration.conftest import (
     traffic,
 )
 from tests.oracle import recount
-from views import replaced
+from views import all_views, shared_pass
 
 
 def master_files(settings: Settings) -> dict[str, str]:
@@ -55,7 +54,7 @@ def test_batch_views_match_the_oracle_and_incremental_equals_full(platform: Sett
     incremental = job.run()
     assert incremental.kind == "incremental" and incremental.events_absorbed == len(new_events)
     new_days = {e.ts.strftime("%Y-%m-%d") for e in new_events}
-    assert incremental.view_days_recomputed == {"site": len(new_days), "page": len(new_days)}
+    assert incremental.view_days_recomputed == {v.name: len(new_days) for v in all_views()}
     assert len(new_days) < first.view_days_recomputed["page"]
     after_incremental = served_documents(platform)
     assert_matches_oracle(after_incremental, recount(events))
@@ -78,37 +77,44 @@ def test_batch_views_match_the_oracle_and_incremental_equals_full(platform: Sett
     assert master_files(platform) == before
 
 
-def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_dataset(
-    platform: Settings, job: BatchJob
+def test_an_edit_of_the_shared_pass_recomputes_every_view_without_touching_the_master_dataset(
+    platform: Settings, job: BatchJob, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The shared pass is edited (not any declaration): the next ordinary run recomputes every view
+    in full, and so does the run after the fix; the master dataset stays byte-identical."""
     events = produce(platform, traffic(seed=3, total=8_000, span_hours=30))
     expected = recount(events)
+    first = job.run()
+    days = first.view_days_recomputed["page"]
+    original = shared_pass.aggregate
 
-    def counted_twice(shared_visits: Any, lg_k: int) -> Any:
+    def aggregate(visits: Any, by: Any, lg_k: int) -> Any:
         """The bug: every page view counted twice, daily and hourly."""
         from pyspark.sql import functions as F
 
-        rows = traffic_by(shared_visits, F.col("url"), lg_k)
+        rows = original(visits, by, lg_k)
         return rows.withColumn("pv", F.col("pv") * 2).withColumn(
             "hours", F.transform("hours", lambda h: h.withField("pv", h["pv"] * 2))
         )
 
-    with replaced("page", counted_twice):
-        wrong = job.run()
+    monkeypatch.setattr(shared_pass, "aggregate", aggregate)
+    wrong = job.run()  # an incremental run with no new events: only the fingerprints changed
+    assert wrong.events_absorbed == 0 and wrong.view_days_recomputed == {v.name: days for v in all_views()}
     docs = served_documents(platform)["page"]
     assert all(d["pv"] == 2 * expected["page"][ident].pv for ident, d in docs.items())
     files_before = master_files(platform)
 
-    fixed = job.run(full=True)
-    assert fixed.events_absorbed == 0
+    monkeypatch.setattr(shared_pass, "aggregate", original)
+    fixed = job.run()
+    assert fixed.events_absorbed == 0 and fixed.view_days_recomputed == {v.name: days for v in all_views()}
     assert_matches_oracle(served_documents(platform), expected)
     assert master_files(platform) == files_before
 
     a, b = job.registry.get(wrong.gen), job.registry.get(fixed.gen)
     assert a is not None and b is not None
     by_view = {d.view: d for d in diff_generations(job.store, a, b)}
-    assert by_view["page"].changed == len(expected["page"])
-    assert by_view["page"].unchanged == 0 and by_view["site"].changed == 0
+    for view in expected:
+        assert by_view[view].changed == len(expected[view]) and by_view[view].unchanged == 0
     sample = by_view["page"].sample[0]
     assert sample["a"]["pv"] == 2 * sample["b"]["pv"]
 
@@ -121,7 +127,7 @@ def test_a_wrong_view_is_fixed_by_a_recompute_without_touching_the_master_datase
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert f"url_traffic: {len(expected['page']):,} changed" in result.stdout
+    assert f"page: {len(expected['page']):,} changed" in result.stdout
 
 
 @pytest.mark.parametrize("pause_at", ["absorbed", "writing"])
