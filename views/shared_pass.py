@@ -14,7 +14,7 @@ over each micro-batch (with the generation as an extra grouping column). The sta
 So the number of shuffles does not grow with the number of dimensions: adding one adds rows to the
 same shuffle. Exact distinct counts and HLL sketches come from the (key, hour, visitor)
 pre-aggregate, which measured twice as fast as one aggregation over raw events, at a third of the
-memory (docs/design.md).
+memory (docs/views.md, docs/design.md).
 
 Output, one row per (extra columns, view, key, UTC day), the shape of :mod:`views.rows` plus
 ``view``.
