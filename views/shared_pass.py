@@ -122,7 +122,10 @@ def compute(events: DataFrame, views: Sequence[View], lg_k: int, by: Sequence[st
 
 def input_columns(views: Sequence[View], spark: SparkSession) -> tuple[str, ...]:
     """Every contract field the views read (the projection before the pass)."""
+    from contract.spark_schema import event_schema
+
+    empty = spark.createDataFrame([], event_schema())
     needed = {"event_id", "ts", "visitor_id"}
     for v in views:
-        needed.update(v.input_columns(spark) if isinstance(v, Dimension) else v.inputs)
+        needed.update(v.input_columns(spark, empty) if isinstance(v, Dimension) else v.inputs)
     return tuple(sorted(needed))
