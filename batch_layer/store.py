@@ -24,6 +24,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
+from stack.ferretdb_workaround import ensure_id_indexes
 from views.rows import document_id, row_to_document
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ class BatchViewStore:
         written, rankings not included.
         """
         name = collection_name(view, gen)
+        ensure_id_indexes(self.db, create=[name])  # FerretDB issue 4646 workaround; no-op on MongoDB
         url, db_name = self.mongo_url, self.db.name
         written = rows.rdd.mapPartitions(lambda part: _insert_partition(part, url, db_name, name)).collect()
         by_day: dict[str, list[tuple[str, int]]] = defaultdict(list)
