@@ -118,8 +118,7 @@ def ensure_id_indexes(
             db.create_collection(name)
     if not path.is_file():
         log.warning(
-            "FerretDB's SQLite file %s is not on this machine: reads by _id will scan whole "
-            "collections (%s)",
+            "FerretDB's SQLite file %s is not on this machine: reads by _id will scan whole collections (%s)",
             path,
             UPSTREAM_ISSUE,
         )

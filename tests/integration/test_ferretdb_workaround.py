@@ -180,7 +180,7 @@ def test_index_is_built_as_documents_arrive_and_finds_awkward_ids(
         found = db[name].find_one({"_id": doc_id})
         assert found == {"_id": doc_id, "n": n}
     assert db[name].find_one({"_id": "2026-11-01|absent"}) is None
-    with pytest.raises(Exception, match="E11000|duplicate"):
+    with pytest.raises(Exception, match=r"E11000|duplicate"):
         db[name].insert_one({"_id": awkward[0]})
 
 
