@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
+import os
 import random
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from pymongo import AsyncMongoClient, MongoClient
@@ -99,11 +102,26 @@ def _timed(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def ferretdb_cpu_s(settings: Settings) -> float | None:
+    """CPU seconds (user + system) the local FerretDB process has used, if it runs here."""
+    try:
+        pid = int((settings.run_dir / "ferretdb.pid").read_text())
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def write(
-    settings: Settings, url: str, rows: list[dict[str, Any]], batch: int, partitions: int, workaround: bool
-) -> tuple[str, float]:
-    """Insert ``rows`` into a fresh collection in ``partitions`` concurrent partitions; docs/s."""
-    name = store.collection_name(VIEW, batch * 100 + partitions)
+    settings: Settings,
+    url: str,
+    rows: list[dict[str, Any]],
+    config: tuple[int, int, int],
+    workaround: bool,
+) -> tuple[str, float, float | None]:
+    """Insert ``rows`` into a fresh collection: (batch, partitions, connections per partition)."""
+    batch, partitions, connections = config
+    name = store.collection_name(VIEW, batch * 100 + partitions * 10 + connections)
     client: MongoClient[dict[str, Any]] = MongoClient(url)
     db = client[DB_NAME]
     db.drop_collection(name)
@@ -112,6 +130,7 @@ def write(
     else:
         db.create_collection(name)
     store.WRITE_BATCH = batch
+    store.WRITE_CONNECTIONS = connections
     parts = [rows[p::partitions] for p in range(partitions)]
     errors: list[BaseException] = []
 
@@ -123,19 +142,24 @@ def write(
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(part,)) for part in parts]
+    cpu_before = ferretdb_cpu_s(settings)
     start = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     seconds = time.perf_counter() - start
+    cpu_after = ferretdb_cpu_s(settings)
+    cpu_ms_per_doc = (
+        None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) * 1000 / len(rows)
+    )
     if errors:
         raise errors[0]
     count = db[name].estimated_document_count()
     client.close()
     if count != len(rows):
         raise RuntimeError(f"{name}: {count} documents, expected {len(rows)}")
-    return name, len(rows) / seconds
+    return name, len(rows) / seconds, cpu_ms_per_doc
 
 
 def read(url: str, name: str, rows: list[dict[str, Any]], samples: int) -> dict[str, Any]:
@@ -155,17 +179,17 @@ def read(url: str, name: str, rows: list[dict[str, Any]], samples: int) -> dict[
 
 
 def api_reads(
-    settings: Settings, url: str, name: str, rows: list[dict[str, Any]], samples: int
+    settings: Settings, url: str, name: str, rows: list[dict[str, Any]], samples: int, max_concurrent: int
 ) -> dict[str, Any]:
     """A 7-day query's 8 documents through the serving layer's reader, each key read the first time."""
     from serving_layer.mongo import MongoBatchReader
 
     gen = int(name.rsplit("_g", 1)[1])
-    keys = random.Random(11).sample(sorted({r["key"] for r in rows}), samples)
+    keys = random.Random(11 + max_concurrent).sample(sorted({r["key"] for r in rows}), samples)
 
     async def main() -> list[float]:
         client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
-        reader = MongoBatchReader(client, DB_NAME, 64 << 20)
+        reader = MongoBatchReader(client, DB_NAME, 64 << 20, max_concurrent)
         await reader.ping()
         out = []
         for key in keys:
@@ -189,7 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--partitions", type=int, nargs="+", default=[2], help="concurrent writers (Spark tasks)"
     )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        nargs="+",
+        default=[store.WRITE_CONNECTIONS],
+        help="insert commands in flight per partition",
+    )
     parser.add_argument("--reads", type=int, default=300, help="documents read by _id (cold, then warm)")
+    parser.add_argument(
+        "--api-concurrency", type=int, nargs="+", default=[4, 16], help="MongoBatchReader max_concurrent"
+    )
     parser.add_argument("--no-workaround", action="store_true", help="without the FerretDB 4646 index")
     parser.add_argument("--label", default=None, help="key of this run in bench/results/store.json")
     args = parser.parse_args(argv)
@@ -212,11 +246,22 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"{args.docs:,} documents of {bson_kb:.2f} KB (BSON) on average")
         writes = []
         name = ""
-        for batch in args.batch:
-            for partitions in args.partitions:
-                name, rate = write(settings, url, rows, batch, partitions, workaround)
-                writes.append({"batch": batch, "partitions": partitions, "docs_per_s": round(rate)})
-                console.print(f"write  batch {batch:>5}  partitions {partitions}: {rate:,.0f} docs/s")
+        for config in itertools.product(args.batch, args.partitions, args.connections):
+            batch, partitions, connections = config
+            name, rate, cpu = write(settings, url, rows, config, workaround)
+            writes.append(
+                {
+                    "batch": batch,
+                    "partitions": partitions,
+                    "connections_per_partition": connections,
+                    "docs_per_s": round(rate),
+                    "ferretdb_cpu_ms_per_doc": None if cpu is None else round(cpu, 3),
+                }
+            )
+            console.print(
+                f"write  batch {batch:>5}  partitions {partitions}  connections {connections}: "
+                f"{rate:,.0f} docs/s" + ("" if cpu is None else f", FerretDB CPU {cpu:.2f} ms per document")
+            )
         samples = args.reads if workaround else min(args.reads, 5)
         reads = read(url, name, rows, samples)
         console.print(
@@ -224,10 +269,15 @@ def main(argv: list[str] | None = None) -> int:
             f"p95 {reads['cold']['p95_ms']} ms; warm p50 {reads['warm']['p50_ms']} ms "
             f"p95 {reads['warm']['p95_ms']} ms  (n={samples})"
         )
-        api = api_reads(settings, url, name, rows, min(samples, 50))
-        console.print(
-            f"serving reader, 7-day query (8 documents) cold: p50 {api['p50_ms']} ms p95 {api['p95_ms']} ms"
-        )
+        api: dict[str, Any] = {}
+        for limit in args.api_concurrency:
+            api[f"max_concurrent_{limit}"] = figures = api_reads(
+                settings, url, name, rows, min(samples, 50), limit
+            )
+            console.print(
+                f"serving reader, 7-day query (8 documents) cold, at most {limit} reads at once: "
+                f"p50 {figures['p50_ms']} ms p95 {figures['p95_ms']} ms"
+            )
         cleanup: MongoClient[dict[str, Any]] = MongoClient(url)
         cleanup.drop_database(DB_NAME)
         cleanup.close()
