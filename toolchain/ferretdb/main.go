@@ -43,11 +43,15 @@ func main() {
 		os.Exit(1)
 	}
 
+	// synchronous(normal): in WAL mode a commit no longer waits for an fsync (checkpoints still
+	// do); a crash of FerretDB loses nothing, a power loss may lose the last commits but never
+	// corrupts the file. Right for a development stack; FerretDB's other defaults (WAL, busy
+	// timeout) are kept.
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: *listen},
 		Logger:    logger,
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + *dir + "/",
+		SQLiteURL: "file:" + *dir + "/?_pragma=synchronous(normal)",
 	})
 	if err != nil {
 		logger.Error("cannot start FerretDB", "err", err)
