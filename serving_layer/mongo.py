@@ -14,7 +14,7 @@ bounds the load one API worker puts on the database during a burst of cold queri
 client's pool would otherwise open up to 100 connections), and single flight keeps N concurrent
 queries of one new key from reading its documents N times. A limit of 4 (the default, and
 LAMBDA_API_MONGO_CONCURRENCY's) is also the fastest measured for a cold 7-day query's 8 documents
-on 2 cores: p50 32 ms against 37 ms with 8 or 16 at once (bench/store.py, docs/ferretdb.md).
+on 2 cores: p50 31.6-32.2 ms against 32.8-37.2 ms with 8 or 16 at once (bench/store.py, docs/ferretdb.md).
 """
 
 from __future__ import annotations
