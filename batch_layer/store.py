@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
+from stack.ferretdb_workaround import ensure_id_indexes
 from views.rows import document_id, row_to_document
 
 if TYPE_CHECKING:
@@ -32,7 +34,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _COLLECTION_RE = re.compile(r"^bv_(?P<view>[a-z0-9_]+)_g(?P<gen>\d+)$")
-WRITE_BATCH = 500
+WRITE_BATCH = 1000
+"""Documents per insert command (FerretDB commits them 100 at a time within it)."""
+WRITE_CONNECTIONS = 2
+"""Insert commands in flight per Spark task, each on its own connection: FerretDB converts one
+batch while SQLite commits another. bench/store.py measured the choice (docs/ferretdb.md)."""
 RANK_MARK = "#rank"
 RANK_CHUNK = 20_000
 """Keys per ranking document: far below MongoDB's 16 MB document limit even for 2 KB URLs."""
@@ -97,29 +103,36 @@ def _insert_partition(
 ) -> Iterator[tuple[str, str, int]]:
     """Runs on the executors: insert one partition's documents in large unordered batches.
 
-    A task retried by Spark inserts the same documents again; duplicate-key errors are therefore
-    expected and ignored (the documents are identical), anything else fails the task. Yields
-    (day, key, page views) of every document written: the driver builds the day rankings from
-    them, which costs no second pass over the view.
+    Up to ``WRITE_CONNECTIONS`` batches are in flight at once, each on its own connection, while
+    the next one is built. A task retried by Spark inserts the same documents again; duplicate-key
+    errors are therefore expected and ignored (the documents are identical), anything else fails
+    the task. Yields (day, key, page views) of every document written: the driver builds the day
+    rankings from them, which costs no second pass over the view.
     """
-    client: MongoClient[dict[str, Any]] = MongoClient(mongo_url)
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo_url, maxPoolSize=WRITE_CONNECTIONS)
     target = client[db_name][collection]
     written: list[tuple[str, str, int]] = []
     batch: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if batch:
-            _insert_ignoring_duplicates(target, batch)
-            batch.clear()
-
+    in_flight: deque[Future[None]] = deque()
     try:
-        for row in rows:
-            doc = row_to_document(row)
-            batch.append(doc)
-            written.append((doc["day"], doc["key"], int(doc["pv"])))
-            if len(batch) >= WRITE_BATCH:
-                flush()
-        flush()
+        with ThreadPoolExecutor(WRITE_CONNECTIONS, thread_name_prefix="bv-insert") as pool:
+
+            def flush() -> None:
+                while len(in_flight) >= WRITE_CONNECTIONS:
+                    in_flight.popleft().result()
+                if batch:
+                    in_flight.append(pool.submit(_insert_ignoring_duplicates, target, batch.copy()))
+                    batch.clear()
+
+            for row in rows:
+                doc = row_to_document(row)
+                batch.append(doc)
+                written.append((doc["day"], doc["key"], int(doc["pv"])))
+                if len(batch) >= WRITE_BATCH:
+                    flush()
+            flush()
+            while in_flight:
+                in_flight.popleft().result()
     finally:
         client.close()
     yield from written
@@ -140,6 +153,7 @@ class BatchViewStore:
         written, rankings not included.
         """
         name = collection_name(view, gen)
+        ensure_id_indexes(self.db, create=[name])  # FerretDB issue 4646 workaround; no-op on MongoDB
         url, db_name = self.mongo_url, self.db.name
         written = rows.rdd.mapPartitions(lambda part: _insert_partition(part, url, db_name, name)).collect()
         by_day: dict[str, list[tuple[str, int]]] = defaultdict(list)

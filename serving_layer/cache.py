@@ -2,8 +2,10 @@
 
 A published generation's documents never change, so caching them per (view, holding generation,
 key, day) needs no invalidation: a new generation refers to new holders for the days it rewrote
-and the old entries simply age out. On FerretDB every uncached read costs ~3 ms, so this cache is
-what keeps a hot query at a fraction of a millisecond.
+and the old entries simply age out. An uncached read costs a round trip and an indexed lookup (~3 ms
+p50 on the local FerretDB, bench/store.py; a 7-day query reads 8 documents), a cached one about a
+microsecond: this cache is what keeps a hot query at a fraction of a millisecond and the database
+out of the hot path.
 """
 
 from __future__ import annotations

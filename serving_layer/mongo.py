@@ -1,14 +1,20 @@
 """BatchReader on MongoDB (FerretDB locally): published generations and their batch documents.
 
 Every read is a ``find_one`` by ``_id``, the only lookup a MongoDB-protocol server can be expected
-to serve from an index. Everything read is cached in process: generations once published and batch
-documents never change (see serving_layer.cache), so a document is read once per process.
+to serve from an index (on the local FerretDB only thanks to the issue 4646 workaround,
+stack/ferretdb_workaround.py: without it every read scanned its collection, 2-3 s each).
 
-Misses are fetched concurrently, but at most ``max_concurrent`` at a time and once per document
-even when many queries miss it together (single flight): FerretDB 1.24 on SQLite does not use its
-``_id`` index for ``find`` (its query says ``->'$._id'``, its index ``->"_id"``), so each read
-scans the collection (~0.8 s for 63K documents), and a burst of cold queries would otherwise pile
-up scans until every one of them times out.
+Everything read is cached in process: generations once published and batch documents never change
+(see serving_layer.cache). A cold document costs one indexed read (~3 ms p50 on the local FerretDB,
+bench/store.py); a cached one a dictionary lookup, and it spares the server the work.
+
+Misses are fetched concurrently, at most ``max_concurrent`` at a time, and once per document even
+when many queries miss it together (single flight). Neither hides slow reads any more: the limit
+bounds the load one API worker puts on the database during a burst of cold queries (the MongoDB
+client's pool would otherwise open up to 100 connections), and single flight keeps N concurrent
+queries of one new key from reading its documents N times. A limit of 4 (the default, and
+LAMBDA_API_MONGO_CONCURRENCY's) is also the fastest measured for a cold 7-day query's 8 documents
+on 2 cores: p50 31.6-32.2 ms against 32.8-37.2 ms with 8 or 16 at once (bench/store.py, docs/ferretdb.md).
 """
 
 from __future__ import annotations

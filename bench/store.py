@@ -1,0 +1,316 @@
+"""Batch view store benchmark: write documents/s and read-by-_id latency on the local FerretDB.
+
+Writes ``--docs`` realistic batch documents (views.rows shape, ~2.6 KB with HLL sketch bytes)
+through the batch layer's own executor code (batch_layer.store._insert_partition), with
+``--partitions`` of them running at once as Spark's executors would, then reads documents by
+``_id`` the way the serving layer does:
+
+  cold   each document read once, by a fresh client (nothing cached anywhere in our process);
+  warm   the same documents read again (FerretDB's SQLite pages are cached by then);
+  api    MongoBatchReader.documents for a 7-day query (8 documents) not in its cache: what the
+         API's first query of a key costs.
+
+Only FerretDB is started (if it is not running). ``--no-workaround`` leaves out the FerretDB
+issue 4646 index (stack.ferretdb_workaround) to measure the defect itself: reads then scan the
+collection, so only a few are timed.
+
+    python -m bench.store                                  # the defaults of the batch layer
+    python -m bench.store --batch 500 2000 --partitions 1 2 4
+    python -m bench.store --no-workaround --label before
+
+Results are merged into bench/results/store.json under ``--label``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import os
+import random
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pymongo import AsyncMongoClient, MongoClient
+from rich.console import Console
+
+from batch_layer import store
+from bench.common import RESULTS_DIR, machine
+from config.settings import Settings, get_settings
+from stack import control
+from stack.ferretdb_workaround import ensure_id_indexes
+from views.rows import document_id, row_to_document
+
+DB_NAME = "bench_store"
+VIEW = "bench"
+DAYS = [f"2026-10-{d:02d}" for d in range(1, 29)]
+
+
+class RowMaker:
+    """View rows (views.rows) with real DataSketches HLL sketches, ~2.6 KB as documents."""
+
+    def __init__(self, seed: int, lg_k: int) -> None:
+        from datasketches import hll_sketch, tgt_hll_type
+
+        self.rng = random.Random(seed)
+
+        def sketch(n: int) -> bytes:
+            s = hll_sketch(lg_k, tgt_hll_type.HLL_4)
+            for _ in range(n):
+                s.update(self.rng.random())
+            return bytes(s.serialize_compact())
+
+        self.day_sketches = [sketch(self.rng.randint(20, 400)) for _ in range(64)]
+        self.hour_sketches = [sketch(self.rng.randint(1, 30)) for _ in range(64)]
+
+    def row(self, i: int) -> dict[str, Any]:
+        rng = self.rng
+        hours = []
+        for hour in sorted(rng.sample(range(24), 14)):
+            pv = rng.randint(1, 500)
+            hours.append(
+                {"hour": hour, "pv": pv, "uv": rng.randint(1, pv), "sk": rng.choice(self.hour_sketches)}
+            )
+        return {
+            "key": f"https://shop.example.com/catalog/item/{i // len(DAYS):08d}?ref=home",
+            "day": DAYS[i % len(DAYS)],
+            "pv": sum(h["pv"] for h in hours),
+            "uv": sum(h["uv"] for h in hours),
+            "sk": rng.choice(self.day_sketches),
+            "hours": hours,
+        }
+
+
+def _percentiles(ms: list[float]) -> dict[str, float]:
+    ordered = sorted(ms)
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 2),
+    }
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def ferretdb_cpu_s(settings: Settings) -> float | None:
+    """CPU seconds (user + system) the local FerretDB process has used, if it runs here."""
+    try:
+        pid = int((settings.run_dir / "ferretdb.pid").read_text())
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write(
+    settings: Settings,
+    url: str,
+    rows: list[dict[str, Any]],
+    config: tuple[int, int, int],
+    workaround: bool,
+) -> tuple[str, float, float | None]:
+    """Insert ``rows`` into a fresh collection: (batch, partitions, connections per partition)."""
+    batch, partitions, connections = config
+    name = store.collection_name(VIEW, batch * 100 + partitions * 10 + connections)
+    client: MongoClient[dict[str, Any]] = MongoClient(url)
+    db = client[DB_NAME]
+    db.drop_collection(name)
+    if workaround:
+        ensure_id_indexes(db, create=[name], settings=settings)
+    else:
+        db.create_collection(name)
+    store.WRITE_BATCH = batch
+    store.WRITE_CONNECTIONS = connections
+    parts = [rows[p::partitions] for p in range(partitions)]
+    errors: list[BaseException] = []
+
+    def run(part: list[dict[str, Any]]) -> None:
+        try:
+            for _ in store._insert_partition(part, url, DB_NAME, name):
+                pass
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(part,)) for part in parts]
+    cpu_before = ferretdb_cpu_s(settings)
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - start
+    cpu_after = ferretdb_cpu_s(settings)
+    cpu_ms_per_doc = (
+        None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) * 1000 / len(rows)
+    )
+    if errors:
+        raise errors[0]
+    count = db[name].estimated_document_count()
+    client.close()
+    if count != len(rows):
+        raise RuntimeError(f"{name}: {count} documents, expected {len(rows)}")
+    return name, len(rows) / seconds, cpu_ms_per_doc
+
+
+def read(url: str, name: str, rows: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+    picked = random.Random(7).sample(rows, samples)
+    ids = [document_id(r["key"], r["day"]) for r in picked]
+    client: MongoClient[dict[str, Any]] = MongoClient(url)
+    target = client[DB_NAME][name]
+    client.admin.command("ping")
+
+    def find(doc_id: str) -> Callable[[], object]:
+        return lambda: target.find_one({"_id": doc_id})
+
+    cold = [_timed(find(i)) for i in ids]
+    warm = [_timed(find(i)) for i in ids]
+    client.close()
+    return {"cold": _percentiles(cold), "warm": _percentiles(warm)}
+
+
+def api_reads(
+    settings: Settings, url: str, name: str, rows: list[dict[str, Any]], samples: int, max_concurrent: int
+) -> dict[str, Any]:
+    """A 7-day query's 8 documents through the serving layer's reader, each key read the first time."""
+    from serving_layer.mongo import MongoBatchReader
+
+    gen = int(name.rsplit("_g", 1)[1])
+    keys = random.Random(11 + max_concurrent).sample(sorted({r["key"] for r in rows}), samples)
+
+    async def main() -> list[float]:
+        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+        reader = MongoBatchReader(client, DB_NAME, 64 << 20, max_concurrent)
+        await reader.ping()
+        out = []
+        for key in keys:
+            refs = [(gen, key, day) for day in DAYS[:8]]
+            start = time.perf_counter()
+            docs = await reader.documents(VIEW, refs)
+            out.append((time.perf_counter() - start) * 1000)
+            assert any(d is not None for d in docs)
+        await client.close()
+        return out
+
+    return _percentiles(asyncio.run(main()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--docs", type=int, default=63_000)
+    parser.add_argument("--batch", type=int, nargs="+", default=[store.WRITE_BATCH])
+    parser.add_argument(
+        "--partitions", type=int, nargs="+", default=[2], help="concurrent writers (Spark tasks)"
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        nargs="+",
+        default=[store.WRITE_CONNECTIONS],
+        help="insert commands in flight per partition",
+    )
+    parser.add_argument("--reads", type=int, default=300, help="documents read by _id (cold, then warm)")
+    parser.add_argument(
+        "--api-concurrency", type=int, nargs="+", default=[4, 16], help="MongoBatchReader max_concurrent"
+    )
+    parser.add_argument("--no-workaround", action="store_true", help="without the FerretDB 4646 index")
+    parser.add_argument("--label", default=None, help="key of this run in bench/results/store.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    console = Console()
+    settings = get_settings()
+    workaround = not args.no_workaround
+    label = args.label or ("after" if workaround else "before")
+    url = (
+        settings.mongo_uri or f"mongodb://{settings.mongo_host}:{settings.mongo_port}/?directConnection=true"
+    )
+
+    started = control.up(settings, ["ferretdb"]) if settings.mongo_uri is None else []
+    try:
+        maker = RowMaker(seed=1, lg_k=settings.hll_lg_k)
+        rows = [maker.row(i) for i in range(args.docs)]
+        from bson import encode
+
+        bson_kb = statistics.mean(len(encode(row_to_document(r))) for r in rows[:500]) / 1024
+        console.print(f"{args.docs:,} documents of {bson_kb:.2f} KB (BSON) on average")
+        writes = []
+        name = ""
+        for config in itertools.product(args.batch, args.partitions, args.connections):
+            batch, partitions, connections = config
+            name, rate, cpu = write(settings, url, rows, config, workaround)
+            writes.append(
+                {
+                    "batch": batch,
+                    "partitions": partitions,
+                    "connections_per_partition": connections,
+                    "docs_per_s": round(rate),
+                    "ferretdb_cpu_ms_per_doc": None if cpu is None else round(cpu, 3),
+                }
+            )
+            console.print(
+                f"write  batch {batch:>5}  partitions {partitions}  connections {connections}: "
+                f"{rate:,.0f} docs/s" + ("" if cpu is None else f", FerretDB CPU {cpu:.2f} ms per document")
+            )
+        samples = args.reads if workaround else min(args.reads, 5)
+        reads = read(url, name, rows, samples)
+        console.print(
+            f"read by _id ({args.docs:,} documents): cold p50 {reads['cold']['p50_ms']} ms "
+            f"p95 {reads['cold']['p95_ms']} ms; warm p50 {reads['warm']['p50_ms']} ms "
+            f"p95 {reads['warm']['p95_ms']} ms  (n={samples})"
+        )
+        api: dict[str, Any] = {}
+        for limit in args.api_concurrency:
+            api[f"max_concurrent_{limit}"] = figures = api_reads(
+                settings, url, name, rows, min(samples, 50), limit
+            )
+            console.print(
+                f"serving reader, 7-day query (8 documents) cold, at most {limit} reads at once: "
+                f"p50 {figures['p50_ms']} ms p95 {figures['p95_ms']} ms"
+            )
+        cleanup: MongoClient[dict[str, Any]] = MongoClient(url)
+        cleanup.drop_database(DB_NAME)
+        cleanup.close()
+    finally:
+        if started:
+            control.down(settings, started)
+
+    path = RESULTS_DIR / "store.json"
+    results: dict[str, Any] = (
+        json.loads(path.read_text()) if path.exists() else {"benchmark": "store", "runs": {}}
+    )
+    results["runs"][label] = {
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": "python -m bench.store " + " ".join(argv if argv is not None else _argv()),
+        "machine": machine(),
+        "documents": args.docs,
+        "document_kb_bson": round(bson_kb, 2),
+        "workaround": workaround,
+        "writes": writes,
+        "read_by_id": reads,
+        "serving_reader_7_day_query_cold": api,
+    }
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    console.print(f"results in {path.relative_to(RESULTS_DIR.parent.parent)}")
+    return 0
+
+
+def _argv() -> Iterator[str]:
+    import sys
+
+    yield from sys.argv[1:]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
