@@ -11,18 +11,31 @@ from rich.table import Table
 
 from config.settings import Settings, get_settings
 from stack import control
-from stack.services import ServiceError, all_services, cluster_services
+from stack.services import (
+    ServiceError,
+    all_services,
+    cluster_services,
+    container_worker_argv,
+    spark_home,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "ps", "cluster-up", "cluster-down", "cluster-ps"])
+    commands = ["up", "down", "ps", "cluster-up", "cluster-down", "cluster-ps", "spark-worker"]
+    parser.add_argument("command", choices=commands)
     parser.add_argument("services", nargs="*", help="only these services (kafka, ferretdb, redis)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = get_settings()
     names = args.services or None
     console = Console()
+    if args.command == "spark-worker":  # a container's one process: replaced by the worker JVM
+        import os
+
+        argv = container_worker_argv(settings)
+        env = {**os.environ, "SPARK_HOME": str(spark_home()), "PYSPARK_PYTHON": sys.executable}
+        os.execve(argv[0], argv, env)
     try:
         if args.command.startswith("cluster-"):
             return _cluster(console, settings, args.command.removeprefix("cluster-"))

@@ -445,3 +445,29 @@ def cluster_services(settings: Settings) -> list[Service]:
     """The local standalone cluster: the master first, then the workers (started in this order)."""
     workers: list[Service] = [SparkWorker(settings, i) for i in range(settings.spark_cluster_workers)]
     return [SparkMaster(settings), *workers]
+
+
+def container_worker_argv(settings: Settings) -> list[str]:
+    """A worker in the foreground for a container (``python -m stack spark-worker``).
+
+    It registers with ``settings.spark_master`` and offers ``spark_worker_cores`` cores and
+    ``spark_worker_memory``; its Python workers run this image's interpreter, so executors have
+    exactly the driver's Python and dependencies. Binds every interface of the container.
+    """
+    if not settings.spark_master.startswith("spark://"):
+        raise ServiceError(f"LAMBDA_SPARK_MASTER must be a spark:// URL, not {settings.spark_master}")
+    return [
+        str(spark_home() / "bin" / "spark-class"),
+        SparkWorker.main_class,
+        "--port",
+        str(settings.spark_cluster_port + 1),
+        "--webui-port",
+        str(settings.spark_cluster_webui_port + 1),
+        "--cores",
+        str(settings.spark_worker_cores),
+        "--memory",
+        settings.spark_worker_memory,
+        "--work-dir",
+        str(settings.var_dir / "spark-worker" / "work"),
+        settings.spark_master,
+    ]
