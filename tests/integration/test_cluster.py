@@ -99,21 +99,21 @@ def test_batch_and_speed_on_the_cluster_stay_exact_when_a_worker_dies(
         tmp_path,
         redis_db=3,
         speed_trigger_s=0.5,
-        speed_max_offsets_per_trigger=1500,
+        speed_max_offsets_per_trigger=500,
         spark_master=cluster.spark_cluster_url,
     ) as platform:
         env = cluster_env(platform)
         before = {p for w in range(2) for p in executor_logs(platform, w)}
 
         # A batch generation on the cluster over two days of history.
-        produce(platform, traffic(seed=41, total=3_000, span_hours=48.0))
+        produce(platform, traffic(seed=41, total=1_500, span_hours=48.0))
         batch = subprocess.run(
             [sys.executable, "-m", "batch_layer", "run"],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=420,
             check=False,
         )
         assert batch.returncode == 0, batch.stdout[-3000:] + batch.stderr[-3000:]
@@ -125,15 +125,15 @@ def test_batch_and_speed_on_the_cluster_stay_exact_when_a_worker_dies(
         speed.env = env
         speed.start()
         try:
-            producer = produce_in_background(platform, seeds=[42, 43, 44], per_seed=1_500, pause_s=1.0)
+            producer = produce_in_background(platform, seeds=[42, 43], per_seed=600, pause_s=1.0)
             _wait_for_progress(platform, speed)
             victim = SparkWorker(platform, 0)
             pid = control._owned_pid(victim)
             assert pid is not None, "worker 1 is not running"
             os.killpg(pid, signal.SIGKILL)  # the worker and the executors it launched
             producer.join(120)
-            produce(platform, live(seed=45, total=1_000))
-            wait_caught_up(platform, timeout=150)
+            produce(platform, live(seed=45, total=400))
+            wait_caught_up(platform, timeout=300)
             assert speed.proc is not None and speed.proc.poll() is None, speed.tail()
             assert speed.stop() == 0, speed.tail()
         finally:
@@ -149,7 +149,7 @@ def test_batch_and_speed_on_the_cluster_stay_exact_when_a_worker_dies(
     print(f"cluster test: {time.monotonic() - started:.0f} s after the cluster was up")
 
 
-def _wait_for_progress(settings: Settings, speed: SpeedProcess, timeout: float = 150.0) -> Any:
+def _wait_for_progress(settings: Settings, speed: SpeedProcess, timeout: float = 300.0) -> Any:
     """Until the speed layer has committed a micro-batch with data (executors are at work)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
