@@ -40,8 +40,8 @@ demo: setup up topics ## the main job: the whole platform up (stack, traffic, ba
 up: ## start Kafka (KRaft), FerretDB and Redis on 127.0.0.1; data and logs under var/
 	@$(PY) -m stack up
 
-down: ## stop the API and speed layer if running, then exactly the services `make up` started
-	@$(PY) -m api stop >/dev/null; $(PY) -m speed_layer stop >/dev/null; true
+down: ## stop the API, the speed layer and the Spark cluster if running, then exactly the services `make up` started
+	@$(PY) -m api stop >/dev/null; $(PY) -m speed_layer stop >/dev/null; $(PY) -m stack cluster-down >/dev/null; true
 	@$(PY) -m stack down
 
 ps: ## show the local services, their pids and probe results
