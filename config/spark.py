@@ -106,6 +106,12 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
     if not settings.spark_master.startswith("local"):
+        # PySpark's context takes the Python its workers run from PYSPARK_PYTHON alone (the
+        # spark.pyspark.python setting is only turned into it by spark-submit, which we bypass).
+        if settings.spark_python:
+            os.environ["PYSPARK_PYTHON"] = settings.spark_python
+        else:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         for key, value in cluster_conf(settings).items():
             builder = builder.config(key, value)
     for key, value in settings.spark_conf.items():
