@@ -6,7 +6,7 @@
 #   docker build -t lambda-platform .        (or: docker compose build)
 
 # --- stage 1: the Spark Kafka connector jars, resolved from the same pom `make setup` uses ---------
-FROM maven:3.9-eclipse-temurin-17 AS spark-jars
+FROM maven:3.9.11-eclipse-temurin-17 AS spark-jars
 WORKDIR /build
 COPY toolchain/spark-kafka/pom.xml pom.xml
 RUN mvn -B --no-transfer-progress dependency:copy-dependencies \
@@ -15,7 +15,7 @@ RUN mvn -B --no-transfer-progress dependency:copy-dependencies \
 
 # --- stage 2: the runtime ----------------------------------------------------------------------------
 # bookworm, not the floating 3.11-slim tag: Debian 13 (trixie) no longer ships openjdk-17.
-FROM python:3.11-slim-bookworm
+FROM python:3.11.14-slim-bookworm
 
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \

@@ -20,7 +20,7 @@ SEED   ?=
 FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
-	speed speed-start speed-stop speed-status rebuild-realtime \
+	speed speed-start speed-stop speed-status rebuild-realtime cluster-up cluster-down cluster-ps \
 	api api-start api-stop test test-unit lint bench bench-views bench-speed bench-api clean-var
 
 help: ## list the targets
@@ -40,12 +40,21 @@ demo: setup up topics ## the main job: the whole platform up (stack, traffic, ba
 up: ## start Kafka (KRaft), FerretDB and Redis on 127.0.0.1; data and logs under var/
 	@$(PY) -m stack up
 
-down: ## stop the API and speed layer if running, then exactly the services `make up` started
-	@$(PY) -m api stop >/dev/null; $(PY) -m speed_layer stop >/dev/null; true
+down: ## stop the API, the speed layer and the Spark cluster if running, then exactly the services `make up` started
+	@$(PY) -m api stop >/dev/null; $(PY) -m speed_layer stop >/dev/null; $(PY) -m stack cluster-down >/dev/null; true
 	@$(PY) -m stack down
 
 ps: ## show the local services, their pids and probe results
 	@$(PY) -m stack ps
+
+cluster-up: ## a local Spark standalone cluster: a master and two 1-core workers (then LAMBDA_SPARK_MASTER=spark://127.0.0.1:7077)
+	@$(PY) -m stack cluster-up
+
+cluster-down: ## stop exactly the master and workers `make cluster-up` started
+	@$(PY) -m stack cluster-down
+
+cluster-ps: ## the local Spark cluster's processes and whether the master lists the workers ALIVE
+	@$(PY) -m stack cluster-ps
 
 topics: ## create the events and events.dlq topics if missing
 	@$(PY) -m ingest topics

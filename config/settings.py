@@ -74,6 +74,25 @@ class Settings(BaseSettings):
         description='Extra Spark settings, JSON: LAMBDA_SPARK_CONF=\'{"spark.x": "y"}\'.',
     )
 
+    spark_executor_memory: str = Field(
+        "768m", description="Heap of each executor on a cluster (spark.executor.memory); not used locally."
+    )
+    spark_executor_cores: int = Field(1, ge=1, description="Cores of each executor on a cluster.")
+    spark_python: str | None = Field(
+        None,
+        description="Python of the executors on a cluster (spark.pyspark.python); default: the driver's.",
+    )
+
+    # --- the local Spark standalone cluster (make cluster-up) -----------------------------------
+    spark_cluster_host: str = Field("127.0.0.1", description="Address the master and workers bind.")
+    spark_cluster_port: int = Field(7077, ge=1, le=65535, description="The master's port.")
+    spark_cluster_webui_port: int = Field(
+        8080, ge=1, le=65535, description="The master's web UI (loopback); worker i uses this + 1 + i."
+    )
+    spark_cluster_workers: int = Field(2, ge=1, le=16, description="Workers `make cluster-up` starts.")
+    spark_worker_cores: int = Field(1, ge=1, description="Cores each local worker offers.")
+    spark_worker_memory: str = Field("1g", description="Memory each local worker offers its executors.")
+
     # --- the batch layer ------------------------------------------------------------------------
     master_path: str | None = Field(
         None,
@@ -162,6 +181,11 @@ class Settings(BaseSettings):
     @property
     def spark_jars_dir(self) -> Path:
         return self.cache_dir / "spark-jars"
+
+    @property
+    def spark_cluster_url(self) -> str:
+        """The master URL of the local standalone cluster (set LAMBDA_SPARK_MASTER to it to use it)."""
+        return f"spark://{self.spark_cluster_host}:{self.spark_cluster_port}"
 
     @property
     def log_dir(self) -> Path:

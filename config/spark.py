@@ -6,11 +6,14 @@ same job runs in local mode here and on a standalone, YARN or Kubernetes cluster
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import zipfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.settings import Settings
+from config.settings import PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,6 +26,54 @@ def connector_jars(settings: Settings) -> list[str]:
     if not jars:
         raise RuntimeError(f"no Spark Kafka connector jars under {jars_dir}: run `make setup` first")
     return jars
+
+
+# The packages executors import (the code of the functions Spark ships to Python workers). The
+# serving layer and the API never run on executors.
+EXECUTOR_PACKAGES = ("config", "contract", "ingest", "views", "generations", "batch_layer", "speed_layer")
+
+
+def project_zip(settings: Settings) -> Path:
+    """The project's executor-side packages as one zip (spark.submit.pyFiles), rebuilt when they change.
+
+    Executors on other machines have the dependencies (the same venv or image) but not this
+    checkout; the zip is content-addressed so that two versions never share a name.
+    """
+    root = PROJECT_ROOT
+    files = sorted(
+        path
+        for package in EXECUTOR_PACKAGES
+        for path in (root / package).rglob("*.py")
+        if "__pycache__" not in path.parts
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    target = settings.var_dir / "spark" / f"lambda-src-{digest.hexdigest()[:12]}.zip"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in files:
+                zf.write(path, str(path.relative_to(root)))
+        partial.replace(target)
+    return target
+
+
+def cluster_conf(settings: Settings) -> dict[str, str]:
+    """What a non-local master needs beyond local mode: executor sizes, their Python, our code."""
+    conf = {
+        "spark.executor.memory": settings.spark_executor_memory,
+        "spark.executor.cores": str(settings.spark_executor_cores),
+        # Python workers on the executors: the venv (or image) with the project's dependencies.
+        "spark.pyspark.python": settings.spark_python or sys.executable,
+        "spark.submit.pyFiles": project_zip(settings).resolve().as_uri(),
+    }
+    # Executors connect back to the driver: advertise the address Spark binds (SPARK_LOCAL_IP).
+    if os.environ.get("SPARK_LOCAL_IP"):
+        conf["spark.driver.host"] = os.environ["SPARK_LOCAL_IP"]
+    return conf
 
 
 def spark_session(settings: Settings, app_name: str) -> SparkSession:
@@ -54,6 +105,15 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
+    if not settings.spark_master.startswith("local"):
+        # PySpark's context takes the Python its workers run from PYSPARK_PYTHON alone (the
+        # spark.pyspark.python setting is only turned into it by spark-submit, which we bypass).
+        if settings.spark_python:
+            os.environ["PYSPARK_PYTHON"] = settings.spark_python
+        else:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        for key, value in cluster_conf(settings).items():
+            builder = builder.config(key, value)
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

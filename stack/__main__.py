@@ -9,21 +9,36 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from config.settings import get_settings
+from config.settings import Settings, get_settings
 from stack import control
-from stack.services import ServiceError
+from stack.services import (
+    ServiceError,
+    all_services,
+    cluster_services,
+    container_worker_argv,
+    spark_home,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "ps"])
+    commands = ["up", "down", "ps", "cluster-up", "cluster-down", "cluster-ps", "spark-worker"]
+    parser.add_argument("command", choices=commands)
     parser.add_argument("services", nargs="*", help="only these services (kafka, ferretdb, redis)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = get_settings()
     names = args.services or None
     console = Console()
+    if args.command == "spark-worker":  # a container's one process: replaced by the worker JVM
+        import os
+
+        argv = container_worker_argv(settings)
+        env = {**os.environ, "SPARK_HOME": str(spark_home()), "PYSPARK_PYTHON": sys.executable}
+        os.execve(argv[0], argv, env)
     try:
+        if args.command.startswith("cluster-"):
+            return _cluster(console, settings, args.command.removeprefix("cluster-"))
         if args.command == "up":
             with console.status("starting the local stack..."):
                 control.up(settings, names)
@@ -39,15 +54,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print_status(console: Console, settings: object) -> int:
-    from config.settings import Settings
+def _cluster(console: Console, settings: Settings, command: str) -> int:
+    """The local Spark standalone cluster: a master and settings.spark_cluster_workers workers."""
+    if command == "up":
+        with console.status("starting the local Spark cluster..."):
+            control.cluster_up(settings)
+        code = _print_status(console, settings, cluster=True)
+        console.print(f"jobs use it with LAMBDA_SPARK_MASTER={settings.spark_cluster_url}", highlight=False)
+        return code
+    if command == "down":
+        stopped = control.cluster_down(settings)
+        console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+        return 0
+    return _print_status(console, settings, cluster=True)
 
-    assert isinstance(settings, Settings)
-    table = Table(title=f"local stack ({settings.var_dir})")
+
+def _print_status(console: Console, settings: Settings, cluster: bool = False) -> int:
+    table = Table(title=f"local {'Spark cluster' if cluster else 'stack'} ({settings.var_dir})")
     for column in ("service", "pid", "address", "state", "probe"):
         table.add_column(column)
     healthy = True
-    for st in control.status(settings):
+    for st in control.status(settings, cluster_services if cluster else all_services):
         state = "[green]up[/]" if st.healthy else ("[yellow]unhealthy[/]" if st.running else "[red]down[/]")
         healthy &= st.healthy
         table.add_row(st.name, str(st.pid or "-"), st.address, state, st.detail)

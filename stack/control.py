@@ -13,12 +13,12 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
-from stack.services import Service, ServiceError, all_services
+from stack.services import Service, ServiceError, all_services, cluster_services
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ def start(service: Service, timeout: float) -> bool:
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C in the terminal that ran `make up` must not stop it
             cwd=service.settings.var_dir,
+            env=service.environment(),
         )
     service.pid_file.write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + timeout
@@ -150,8 +151,13 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _select(settings: Settings, names: Iterable[str] | None) -> list[Service]:
-    services = all_services(settings)
+Catalog = Callable[[Settings], list[Service]]
+
+
+def _select(
+    settings: Settings, names: Iterable[str] | None, catalog: Catalog = all_services
+) -> list[Service]:
+    services = catalog(settings)
     if names is None:
         return services
     wanted = set(names)
@@ -161,28 +167,43 @@ def _select(settings: Settings, names: Iterable[str] | None) -> list[Service]:
     return [s for s in services if s.name in wanted]
 
 
-def up(settings: Settings, names: Iterable[str] | None = None) -> list[str]:
-    """Start the stack (or the named services); returns the names of those this call started."""
+def up(settings: Settings, names: Iterable[str] | None = None, catalog: Catalog = all_services) -> list[str]:
+    """Start the stack (or the named services); returns the names of those this call started.
+
+    ``catalog`` picks the services: the infrastructure (default) or ``cluster_services``.
+    """
     started: list[str] = []
     try:
-        for service in _select(settings, names):
+        for service in _select(settings, names, catalog):
             if start(service, settings.stack_start_timeout_s):
                 started.append(service.name)
     except ServiceError:
         for name in reversed(started):
-            stop(_select(settings, [name])[0])
+            stop(_select(settings, [name], catalog)[0])
         raise
     return started
 
 
-def down(settings: Settings, names: Iterable[str] | None = None) -> list[str]:
+def down(
+    settings: Settings, names: Iterable[str] | None = None, catalog: Catalog = all_services
+) -> list[str]:
     """Stop what ``up`` started, in reverse order; returns the names actually stopped."""
-    return [s.name for s in reversed(_select(settings, names)) if stop(s)]
+    return [s.name for s in reversed(_select(settings, names, catalog)) if stop(s)]
 
 
-def status(settings: Settings) -> list[ServiceStatus]:
+def cluster_up(settings: Settings) -> list[str]:
+    """Start the local Spark standalone cluster (master, then workers)."""
+    return up(settings, catalog=cluster_services)
+
+
+def cluster_down(settings: Settings) -> list[str]:
+    """Stop the local Spark standalone cluster (workers, then master)."""
+    return down(settings, catalog=cluster_services)
+
+
+def status(settings: Settings, catalog: Catalog = all_services) -> list[ServiceStatus]:
     result = []
-    for service in all_services(settings):
+    for service in catalog(settings):
         pid = _owned_pid(service)
         error = _probe(service) if pid is not None else "not running"
         host, port = service.address

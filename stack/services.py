@@ -61,6 +61,10 @@ class Service(ABC):
     def signature(self) -> str:
         """A string found in the command line of our process, checked before we signal a pid."""
 
+    def environment(self) -> dict[str, str] | None:
+        """The process environment; None inherits ours."""
+        return None
+
     def prepare(self) -> None:
         """One-time work before the first start (directories, formatted storage)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -289,3 +293,181 @@ SERVICES: tuple[type[Service], ...] = (Kafka, FerretDB, Redis)
 
 def all_services(settings: Settings) -> list[Service]:
     return [cls(settings) for cls in SERVICES]
+
+
+# --- the local Spark standalone cluster (make cluster-up) ----------------------------------------
+
+
+def spark_home() -> Path:
+    """The Spark distribution pyspark ships (bin/spark-class, jars/), without starting a JVM."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise ServiceError("pyspark is not installed: run `make setup` first")
+    home = Path(spec.origin).parent
+    if not (home / "bin" / "spark-class").is_file():
+        raise ServiceError(f"{home} has no bin/spark-class")
+    return home
+
+
+class SparkDaemon(Service):
+    """A standalone master or worker run by pyspark's own ``bin/spark-class`` in the foreground.
+
+    spark-class ``exec``s the JVM, so the pid we record is the JVM's. The web UIs bind to the
+    cluster host (loopback by default) through SPARK_LOCAL_IP.
+    """
+
+    main_class: str
+
+    @property
+    def log_file(self) -> Path:
+        # Spark's default log4j configuration writes to stderr, which control.start sends here.
+        return self.settings.log_dir / f"{self.name}.out"
+
+    def environment(self) -> dict[str, str]:
+        import os
+        import sys
+
+        s = self.settings
+        return {
+            **os.environ,
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": s.spark_cluster_host,
+            "SPARK_LOG_DIR": str(s.log_dir),
+            "SPARK_PID_DIR": str(s.run_dir),
+            # The daemons only schedule; their own heap stays small (executors get their own JVMs).
+            "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_LOCAL_DIRS": str(self.data_dir / "local"),
+            # Python workers an executor starts default to the venv running this stack.
+            "PYSPARK_PYTHON": s.spark_python or sys.executable,
+        }
+
+    def prepare(self) -> None:
+        super().prepare()
+        (self.data_dir / "local").mkdir(parents=True, exist_ok=True)
+
+    def _spark_class(self, *args: str) -> list[str]:
+        return [str(spark_home() / "bin" / "spark-class"), self.main_class, *args]
+
+    def _master_state(self) -> dict[str, object]:
+        import json
+        import urllib.request
+
+        s = self.settings
+        url = f"http://{s.spark_cluster_host}:{s.spark_cluster_webui_port}/json/"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            state: dict[str, object] = json.load(response)
+        return state
+
+
+class SparkMaster(SparkDaemon):
+    name = "spark-master"
+    main_class = "org.apache.spark.deploy.master.Master"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.settings.spark_cluster_host, self.settings.spark_cluster_port
+
+    def signature(self) -> str:
+        host, port = self.address
+        return f"{self.main_class} --host {host} --port {port} "
+
+    def command(self) -> list[str]:
+        s = self.settings
+        return self._spark_class(
+            "--host",
+            s.spark_cluster_host,
+            "--port",
+            str(s.spark_cluster_port),
+            "--webui-port",
+            str(s.spark_cluster_webui_port),
+        )
+
+    def probe(self) -> None:
+        host, port = self.address
+        if not port_open(host, port):
+            raise ServiceError(f"nothing listens on {host}:{port}")
+        status = self._master_state().get("status")
+        if status != "ALIVE":
+            raise ServiceError(f"master status {status}")
+
+
+class SparkWorker(SparkDaemon):
+    """Worker ``index`` (0-based): one core and a little memory, registered with the local master."""
+
+    main_class = "org.apache.spark.deploy.worker.Worker"
+
+    def __init__(self, settings: Settings, index: int) -> None:
+        super().__init__(settings)
+        self.index = index
+        self.name = f"spark-worker-{index + 1}"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.settings.spark_cluster_host, self.settings.spark_cluster_port + 1 + self.index
+
+    def signature(self) -> str:
+        return f"{self.main_class} --host {self.address[0]} --port {self.address[1]} "
+
+    def command(self) -> list[str]:
+        s = self.settings
+        host, port = self.address
+        return self._spark_class(
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--webui-port",
+            str(s.spark_cluster_webui_port + 1 + self.index),
+            "--cores",
+            str(s.spark_worker_cores),
+            "--memory",
+            s.spark_worker_memory,
+            "--work-dir",
+            str(self.data_dir / "work"),
+            s.spark_cluster_url,
+        )
+
+    def probe(self) -> None:
+        """Healthy once the master lists this worker (by its port) as ALIVE."""
+        host, port = self.address
+        if not port_open(host, port):
+            raise ServiceError(f"nothing listens on {host}:{port}")
+        workers = self._master_state().get("workers")
+        assert isinstance(workers, list)
+        states = [w.get("state") for w in workers if isinstance(w, dict) and w.get("port") == port]
+        if "ALIVE" not in states:
+            raise ServiceError(f"not registered with the master ({states or 'unknown'})")
+
+
+def cluster_services(settings: Settings) -> list[Service]:
+    """The local standalone cluster: the master first, then the workers (started in this order)."""
+    workers: list[Service] = [SparkWorker(settings, i) for i in range(settings.spark_cluster_workers)]
+    return [SparkMaster(settings), *workers]
+
+
+def container_worker_argv(settings: Settings) -> list[str]:
+    """A worker in the foreground for a container (``python -m stack spark-worker``).
+
+    It registers with ``settings.spark_master`` and offers ``spark_worker_cores`` cores and
+    ``spark_worker_memory``; its Python workers run this image's interpreter, so executors have
+    exactly the driver's Python and dependencies. Binds every interface of the container.
+    """
+    if not settings.spark_master.startswith("spark://"):
+        raise ServiceError(f"LAMBDA_SPARK_MASTER must be a spark:// URL, not {settings.spark_master}")
+    return [
+        str(spark_home() / "bin" / "spark-class"),
+        SparkWorker.main_class,
+        "--port",
+        str(settings.spark_cluster_port + 1),
+        "--webui-port",
+        str(settings.spark_cluster_webui_port + 1),
+        "--cores",
+        str(settings.spark_worker_cores),
+        "--memory",
+        settings.spark_worker_memory,
+        "--work-dir",
+        str(settings.var_dir / "spark-worker" / "work"),
+        settings.spark_master,
+    ]

@@ -1,10 +1,10 @@
-"""Static checks of docker-compose.yml and the Dockerfile (no Docker, no services).
+"""Static checks of docker-compose.yml and the Dockerfile (no Docker engine, no services).
 
-PyYAML is not a project dependency, so docker-compose.yml is kept to a strict subset of YAML that the
-small parser below reads completely: block mappings and block sequences by indentation, JSON-style
-flow lists (``["a", "b"]``), plain or double-quoted scalars, whole-line comments. No anchors, no
-multi-line scalars, no single quotes. A file outside that subset fails here before it can confuse
-anyone.
+The compose file is read with PyYAML (anchors and merge keys resolved, as Compose does) and checked
+against the code itself: every LAMBDA_* variable is a field of Settings, every project command is
+``python -m <package> <subcommand>`` that the package's command line accepts, published and
+internal ports equal the settings' defaults, every service has a health check, and every piece of
+state (the log, the views, the master dataset, the speed layer's checkpoint) is on a named volume.
 """
 
 from __future__ import annotations
@@ -14,87 +14,48 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-import pytest
+import yaml
+
+from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 
-INFRA_IMAGES = {"kafka": "apache/kafka", "mongo": "mongo", "redis": "redis"}
-PROJECT_SERVICES = {"topics", "api", "speed", "batch", "generator"}
-# Modules started with `python -m X`: project packages (some are being written alongside this file,
-# so only their names are checked against pyproject's package list) and third-party runners.
-PROJECT_MODULES = {"ingest", "api", "speed_layer", "batch_layer"}
-THIRD_PARTY_MODULES = {"uvicorn"}
+INFRA_IMAGES = {"kafka": "apache/kafka", "mongo": "mongo", "redis": "redis", "spark-master": "spark"}
+PROJECT_SERVICES = {"spark-worker", "topics", "api", "speed", "batch", "generator"}
+PROJECT_MODULES = {"ingest", "api", "speed_layer", "batch_layer", "stack"}
+
+
+class _Defaults:
+    """The fields' declared defaults (the environment of this test process plays no part)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return Settings.model_fields[name].default
+
+
+DEFAULTS = _Defaults()
+FIELDS = set(Settings.model_fields)
 # The settings every project service shares; they must agree across services.
 COMMON_ENV = (
     "LAMBDA_KAFKA_HOST",
     "LAMBDA_KAFKA_PORT",
     "LAMBDA_MONGO_URI",
     "LAMBDA_REDIS_HOST",
+    "LAMBDA_REDIS_PORT",
     "LAMBDA_VAR_DIR",
+    "LAMBDA_SPARK_MASTER",
+    "LAMBDA_MASTER_PATH",
+    "LAMBDA_SPEED_CHECKPOINT_PATH",
 )
 
 
-# --- the strict-YAML-subset reader --------------------------------------------------------------
-
-YAML_SPECIAL_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
-
-
-def _scalar(text: str) -> Any:
-    if text.startswith(("[", '"')):
-        return json.loads(text)
-    assert not text.startswith(("'", "{", "&", "*", "!", "|", ">", "%", "@", "`")), (
-        f"outside the subset: {text}"
-    )
-    assert " #" not in text, f"no trailing comments: {text}"
-    # Plain scalars YAML would read as booleans, nulls or floats must be quoted.
-    assert text.lower() not in YAML_SPECIAL_WORDS, f"quote it: {text}"
-    assert not re.fullmatch(r"[-+]?(\d*\.\d+|\d+\.\d*|\.inf|\.nan)([eE][-+]?\d+)?", text), f"quote it: {text}"
-    return int(text) if re.fullmatch(r"-?\d+", text) else text
-
-
-def _block(lines: list[tuple[int, str]], pos: int, indent: int) -> tuple[Any, int]:
-    if lines[pos][1].startswith("- "):
-        items = []
-        while pos < len(lines) and lines[pos][0] == indent and lines[pos][1].startswith("- "):
-            items.append(_scalar(lines[pos][1][2:].strip()))
-            pos += 1
-        assert pos == len(lines) or lines[pos][0] < indent, f"bad indentation at: {lines[pos][1]}"
-        return items, pos
-    mapping: dict[str, Any] = {}
-    while pos < len(lines) and lines[pos][0] == indent:
-        key, sep, rest = lines[pos][1].partition(":")
-        assert sep and re.fullmatch(r"[A-Za-z0-9_.-]+", key), f"not a `key: value` line: {lines[pos][1]}"
-        assert key not in mapping, f"duplicate key {key}"
-        rest = rest.strip()
-        pos += 1
-        if rest:
-            mapping[key] = _scalar(rest)
-        elif pos < len(lines) and lines[pos][0] > indent:
-            mapping[key], pos = _block(lines, pos, lines[pos][0])
-        else:
-            mapping[key] = None
-    assert pos == len(lines) or lines[pos][0] < indent, f"bad indentation at: {lines[pos][1]}"
-    return mapping, pos
-
-
-def parse_strict_yaml(text: str) -> dict[str, Any]:
-    lines = []
-    for raw in text.splitlines():
-        assert "\t" not in raw, "tabs are not allowed"
-        content = raw.strip()
-        if content and not content.startswith("#"):
-            lines.append((len(raw) - len(raw.lstrip(" ")), content))
-    document, pos = _block(lines, 0, 0)
-    assert pos == len(lines)
+def _compose() -> dict[str, Any]:
+    document = yaml.safe_load(COMPOSE.read_text())
     assert isinstance(document, dict)
     return document
-
-
-def _compose() -> dict[str, Any]:
-    return parse_strict_yaml(COMPOSE.read_text())
 
 
 def _services() -> dict[str, dict[str, Any]]:
@@ -112,25 +73,17 @@ def _project_packages() -> set[str]:
     return {pattern.rstrip("*") for pattern in includes}
 
 
-# --- the parser itself ------------------------------------------------------------------------------
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """container path -> named volume."""
+    out = {}
+    for mount in service.get("volumes", []):
+        source, target = mount.split(":")[:2]
+        out[target] = source
+    return out
 
 
-def test_parser_reads_the_subset() -> None:
-    doc = parse_strict_yaml(
-        '# comment\na:\n  b: "x: y"\n  c: ["1", "2"]\n  d:\n    - e\n    - "f"\n  g:\n  n: 12\nh: plain\n'
-    )
-    assert doc == {"a": {"b": "x: y", "c": ["1", "2"], "d": ["e", "f"], "g": None, "n": 12}, "h": "plain"}
-    for outside in (
-        "a: no",
-        "a: 1.5",
-        "a: &anchor x",
-        "a: 'single'",
-        "a: x # trailing",
-        "a:\n\tb: x",
-        "a:\n  - x\n    y",
-    ):
-        with pytest.raises(AssertionError):
-            parse_strict_yaml(outside)
+def _on_volume(service: dict[str, Any], path: str) -> bool:
+    return any(path == target or path.startswith(target.rstrip("/") + "/") for target in _mounts(service))
 
 
 # --- docker-compose.yml ----------------------------------------------------------------------------
@@ -138,19 +91,27 @@ def test_parser_reads_the_subset() -> None:
 
 def test_all_services_present() -> None:
     compose = _compose()
-    assert set(compose) <= {"name", "services", "volumes"}
+    assert set(compose) <= {"name", "services", "volumes"} | {k for k in compose if k.startswith("x-")}
     assert set(compose["services"]) == set(INFRA_IMAGES) | PROJECT_SERVICES
 
 
-def test_infrastructure_images_are_official_and_pinned() -> None:
+def test_official_images_are_pinned_by_tag() -> None:
     services = _services()
     for name, repository in INFRA_IMAGES.items():
-        service = services[name]
-        assert "build" not in service
-        image, _, tag = service["image"].partition(":")
+        image, _, tag = services[name]["image"].partition(":")
         assert image == repository, name
-        assert tag and tag != "latest", f"{name} must pin a tag: {service['image']}"
-        assert service.get("healthcheck", {}).get("test"), f"{name} needs a healthcheck"
+        assert tag and tag != "latest" and re.match(r"\d+\.\d+\.\d+", tag), f"{name}: pin a full version"
+    # The Spark master's version is the pyspark the jobs (and the workers) use.
+    pyspark = next(d for d in _pyproject()["project"]["dependencies"] if d.startswith("pyspark=="))
+    assert services["spark-master"]["image"].split(":")[1].startswith(pyspark.split("==")[1] + "-")
+    for name in PROJECT_SERVICES:
+        assert ":" in services[name]["image"] and not services[name]["image"].endswith(":latest"), name
+
+
+def test_every_service_has_a_health_check() -> None:
+    for name, service in _services().items():
+        test = service.get("healthcheck", {}).get("test")
+        assert isinstance(test, list) and test[0] == "CMD" and len(test) > 1, name
 
 
 def test_kafka_is_a_single_kraft_node_reachable_as_kafka_9092() -> None:
@@ -158,63 +119,86 @@ def test_kafka_is_a_single_kraft_node_reachable_as_kafka_9092() -> None:
     env = services["kafka"]["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
-    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{env['KAFKA_NODE_ID']}@")
-    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    assert (
+        env["KAFKA_CONTROLLER_QUORUM_VOTERS"]
+        == f"{env['KAFKA_NODE_ID']}@kafka:{DEFAULTS.kafka_controller_port}"
+    )
+    assert f"PLAINTEXT://kafka:{DEFAULTS.kafka_port}" in env["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    assert f"PLAINTEXT://:{DEFAULTS.kafka_port}" in env["KAFKA_LISTENERS"].split(",")
     for key, value in env.items():
         if key.endswith("REPLICATION_FACTOR") or key.endswith("MIN_ISR"):
             assert value == "1", key
     assert "/opt/kafka/bin/kafka-broker-api-versions.sh" in services["kafka"]["healthcheck"]["test"]
-    for name in PROJECT_SERVICES:
-        project_env = services[name]["environment"]
-        assert (project_env["LAMBDA_KAFKA_HOST"], project_env["LAMBDA_KAFKA_PORT"]) == ("kafka", "9092")
 
 
-def test_project_services_build_the_image_and_use_only_lambda_settings() -> None:
+def test_every_lambda_variable_is_a_settings_field() -> None:
     services = _services()
     for name in PROJECT_SERVICES:
-        service = services[name]
-        assert service["build"] == {"context": ".", "dockerfile": "Dockerfile"}, name
-        env = service["environment"]
+        env = services[name]["environment"]
         assert isinstance(env, dict) and env, name
         assert all(key.startswith("LAMBDA_") for key in env), f"{name}: {sorted(env)}"
         assert all(isinstance(value, str) for value in env.values()), f"{name}: quote every value"
+        unknown = {key for key in env if key.removeprefix("LAMBDA_").lower() not in FIELDS}
+        assert not unknown, f"{name}: not fields of Settings: {sorted(unknown)}"
+        # ...and the values parse as those fields do.
+        Settings.model_validate({k.removeprefix("LAMBDA_").lower(): _value(v) for k, v in env.items()})
     reference = {key: services["topics"]["environment"][key] for key in COMMON_ENV}
-    assert reference["LAMBDA_MONGO_URI"] == "mongodb://mongo:27017/"
-    assert reference["LAMBDA_REDIS_HOST"] == "redis"
     for name in PROJECT_SERVICES:
         assert {key: services[name]["environment"].get(key) for key in COMMON_ENV} == reference, name
 
 
-def test_commands_name_known_modules() -> None:
+def _value(text: str) -> Any:
+    return json.loads(text) if text.startswith("{") else text
+
+
+def test_ports_are_the_settings_defaults() -> None:
     services = _services()
-    dependencies = {
-        re.split(r"[\[=<>!~ ]", dep, maxsplit=1)[0] for dep in _pyproject()["project"]["dependencies"]
-    }
+    env = services["topics"]["environment"]
+    assert int(env["LAMBDA_KAFKA_PORT"]) == DEFAULTS.kafka_port
+    assert int(env["LAMBDA_REDIS_PORT"]) == DEFAULTS.redis_port
+    assert urlparse(env["LAMBDA_MONGO_URI"]).port == DEFAULTS.mongo_port
+    assert env["LAMBDA_SPARK_MASTER"] == f"spark://spark-master:{DEFAULTS.spark_cluster_port}"
+    master = services["spark-master"]["command"]
+    assert master[master.index("--port") + 1] == str(DEFAULTS.spark_cluster_port)
+    assert master[master.index("--webui-port") + 1] == str(DEFAULTS.spark_cluster_webui_port)
+    assert f"/{DEFAULTS.spark_cluster_webui_port}" in " ".join(
+        services["spark-master"]["healthcheck"]["test"]
+    )
+    # `python -m stack spark-worker` listens on the master's port + 1 (stack.services).
+    assert f"{DEFAULTS.spark_cluster_port + 1})" in " ".join(services["spark-worker"]["healthcheck"]["test"])
+    api = services["api"]
+    assert api["ports"] == [f"{DEFAULTS.api_port}:{DEFAULTS.api_port}"]
+    assert api["environment"]["LAMBDA_API_PORT"] == str(DEFAULTS.api_port)
+    assert f":{DEFAULTS.api_port}/healthz" in " ".join(api["healthcheck"]["test"])
+    # Nothing but the API is published.
+    for name, service in services.items():
+        assert name == "api" or "ports" not in service, name
+
+
+def test_commands_are_project_entry_points() -> None:
+    services = _services()
     packages = _project_packages()
     for name in PROJECT_SERVICES:
         command = services[name]["command"]
         assert isinstance(command, list) and command[:2] == ["python", "-m"], name
-        module = command[2]
-        assert module in PROJECT_MODULES | THIRD_PARTY_MODULES, f"{name}: unknown module {module}"
-        if module in PROJECT_MODULES:
-            assert module in packages, f"{module} is not a package of pyproject.toml"
-        else:
-            assert module in dependencies, f"{module} is not a dependency in pyproject.toml"
-    # What exists already must really be runnable with `python -m`.
-    assert (ROOT / "ingest" / "__main__.py").is_file()
-    # uvicorn serves `api.main:app`: the api package.
-    api_command = services["api"]["command"]
-    assert api_command[3].split(".")[0] in PROJECT_MODULES
-    assert "--host" in api_command and api_command[api_command.index("--host") + 1] == "0.0.0.0"
-    assert services["api"]["ports"] == ["8000:8000"]
+        module, subcommand = command[2], command[3]
+        assert module in PROJECT_MODULES and module in packages, f"{name}: unknown module {module}"
+        main = ROOT / module / "__main__.py"
+        assert main.is_file(), f"{module} has no __main__"
+        text = main.read_text()
+        # argparse subcommands or choices: the literal appears as a quoted string in __main__.
+        assert re.search(rf"[\"']{re.escape(subcommand)}[\"']", text), f"{name}: {module} has no {subcommand}"
     assert services["topics"]["command"][2:] == ["ingest", "topics"]
+    assert services["speed"]["command"][2:] == ["speed_layer", "run"]
+    assert services["batch"]["command"][2:] == ["batch_layer", "run"]
+    assert services["spark-worker"]["command"][2:] == ["stack", "spark-worker"]
 
 
 def test_profiles_and_one_shots() -> None:
     services = _services()
     assert services["batch"]["profiles"] == ["batch"]
     assert services["generator"]["profiles"] == ["generator"]
-    for name in ("kafka", "mongo", "redis", "topics", "api", "speed"):
+    for name in set(services) - {"batch", "generator"}:
         assert "profiles" not in services[name], name
     assert services["topics"]["restart"] == "no"
     assert services["batch"]["restart"] == "no"
@@ -231,28 +215,43 @@ def test_dependencies_wait_for_health_or_completion() -> None:
             else:
                 assert condition == "service_completed_successfully", f"{name} -> {target}: {condition}"
                 assert services[target].get("restart") == "no", f"{target} is not a one-shot"
-    assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
     for name in ("speed", "batch", "generator"):
         assert services[name]["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+    for name in ("speed", "batch"):
+        assert services[name]["depends_on"]["spark-worker"]["condition"] == "service_healthy"
 
 
-def test_named_volumes_are_declared() -> None:
+def test_every_piece_of_state_is_on_a_named_volume() -> None:
     compose = _compose()
+    services = compose["services"]
     declared = set(compose["volumes"])
     used = set()
-    for service in compose["services"].values():
-        for mount in service.get("volumes", []):
-            source = mount.split(":", 1)[0]
-            assert not source.startswith((".", "/")), f"bind mount in production compose: {mount}"
+    for service in services.values():
+        for source in _mounts(service).values():
+            assert not source.startswith((".", "/")), f"bind mount in production compose: {source}"
             used.add(source)
     assert used == declared
-    var_dir_mounts = {
-        name: service.get("volumes", [])
-        for name, service in compose["services"].items()
-        if name in {"speed", "batch"}
-    }
-    for name, mounts in var_dir_mounts.items():
-        assert any(mount.endswith(":/data") for mount in mounts), f"{name} needs the var dir volume"
+    assert _on_volume(services["kafka"], services["kafka"]["environment"]["KAFKA_LOG_DIRS"])
+    assert _on_volume(services["mongo"], "/data/db")
+    assert _on_volume(services["redis"], "/data") and "--appendonly" in services["redis"]["command"]
+    # The master dataset and the speed checkpoint: URIs on the volume every Spark process mounts at
+    # the same path (the driver's and the executors' view of the storage must be the same).
+    env = services["topics"]["environment"]
+    for key in ("LAMBDA_MASTER_PATH", "LAMBDA_SPEED_CHECKPOINT_PATH"):
+        uri = urlparse(env[key])
+        assert uri.scheme == "file", key
+        for name in ("speed", "batch", "spark-worker"):
+            assert _on_volume(services[name], uri.path), f"{name}: {key} is not on a volume"
+    volume = {_mounts(services[n])["/data"] for n in ("speed", "batch", "spark-worker")}
+    assert len(volume) == 1, "driver and executors must share one volume"
+
+
+def test_drivers_are_reachable_from_the_executors() -> None:
+    services = _services()
+    for name in ("speed", "batch"):
+        conf = json.loads(services[name]["environment"]["LAMBDA_SPARK_CONF"])
+        assert conf["spark.driver.host"] == services[name]["hostname"] == name
+        assert conf["spark.driver.bindAddress"] == "0.0.0.0"
 
 
 # --- Dockerfile ------------------------------------------------------------------------------------
@@ -263,8 +262,9 @@ def test_dockerfile_copies_the_packages_and_runs_unprivileged() -> None:
     assert re.search(r"^COPY \. /app/$", text, flags=re.MULTILINE)
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".cache", "var"} <= ignored  # never bake local data or caches into the image
-    assert re.search(r"^FROM python:3\.11-slim", text, flags=re.MULTILINE)
+    assert re.search(r"^FROM python:3\.11\.\d+-slim", text, flags=re.MULTILINE), "pin the Python image"
     assert "mvn -B" in text and "toolchain/spark-kafka/pom.xml" in text
+    assert re.search(r"^FROM maven:\d+\.\d+\.\d+-eclipse-temurin-17", text, flags=re.MULTILINE)
     assert "/opt/lambda/spark-jars" in text and "LAMBDA_CACHE_DIR=/opt/lambda" in text
     users = re.findall(r"^USER (\S+)$", text, flags=re.MULTILINE)
     assert users and users[-1] not in {"root", "0"}
