@@ -46,6 +46,25 @@ def _shorten(value: Any, items: int = 4) -> Any:
     return value
 
 
+def _print_breakdowns(base: str, start: str, end: str) -> None:
+    """A breakdown of shop.example.com by every dimension the API lists, as small tables."""
+    dimensions = httpx.get(f"{base}/v1/dimensions", timeout=60).json()["dimensions"]
+    for d in dimensions:
+        site = {} if d["name"] == "site" else {"site": "shop.example.com"}
+        params: dict[str, str | int] = {"dimension": d["name"], "from": start, "to": end, "limit": 5, **site}
+        request = httpx.Request("GET", f"{base}/v1/breakdown", params=params)
+        answer = httpx.get(str(request.url), timeout=60).json()
+        print(f"\n$ curl -s '{request.url}'")
+        if "entries" not in answer:
+            print(json.dumps(answer, indent=2))
+            continue
+        print(f"  {d['name']:<40} {'pageviews':>10} {'visitors':>10}")
+        for e in answer["entries"]:
+            visitors = e["visitors"]["estimate"] if e["visitors"] else float("nan")
+            print(f"  {e['value'][:40]:<40} {e['pageviews']:>10,} {visitors:>10,.0f}")
+        print(f"  {'(all)':<40} {answer['totals']['pageviews']:>10,}")
+
+
 def main() -> int:
     settings = get_settings()
     base = f"http://{settings.api_host}:{settings.api_port}"
@@ -71,12 +90,18 @@ def main() -> int:
             {"url": url, "from": two_days_ago, "to": now.isoformat(), "granularity": "day"},
         ),
         ("/v1/pageviews", {"site": "shop.example.com", "granularity": "day"}),
+        ("/v1/dimensions", {}),
+        (
+            "/v1/timeseries",
+            {"site": "shop.example.com", "dimension": "country", "value": "DE", "granularity": "day"},
+        ),
     ]
     for path, params in queries:
         request = httpx.Request("GET", f"{base}{path}", params=params)
         response = httpx.get(str(request.url), timeout=60)
         print(f"\n$ curl -s '{request.url}'")
         print(json.dumps(_shorten(response.json()), indent=2))
+    _print_breakdowns(base, two_days_ago, now.isoformat())
     print(f"\nThe API keeps serving on {base} (OpenAPI: {base}/docs); `make api-stop` stops it,")
     print("`make speed-stop` the speed layer, `make down` the local stack.")
     return 0

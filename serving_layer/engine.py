@@ -242,16 +242,17 @@ def readiness(view: str, gen: GenerationInfo, realtime_views: frozenset[str] | N
     declared while the platform runs is therefore served from the first generation opened after
     both the batch layer and the speed layer know it.
     """
-    fp = gen.fingerprints.get(view)
-    if gen.cut and any(gen.cut.values()) and (fp is None or view not in gen.day_map):
+    if any(gen.cut.values()) and view not in gen.day_map:
         return f"the served generation {gen.gen} has no batch views of it; the next batch run computes them"
-    if realtime_views is not None and (fp is None or view_mark(view, fp) not in realtime_views):
-        if fp is None and any(m.startswith(f"{view}@") for m in realtime_views):
-            return None
-        return (
-            f"the speed layer has not counted it since generation {gen.gen}'s cut; it is served "
-            "from the first generation opened after the speed layer runs with it"
-        )
+    if realtime_views is not None:
+        fp = gen.fingerprints.get(view)
+        counted = any(m.partition("@")[0] == view for m in realtime_views)
+        if not counted or (fp is not None and view_mark(view, fp) not in realtime_views):
+            return (
+                f"the speed layer has not counted it since generation {gen.gen}'s cut with the code of "
+                "its batch views; it is served from the first generation opened after the speed layer "
+                "runs with it"
+            )
     return None
 
 
