@@ -411,8 +411,12 @@ async function refreshLive() {
     document.documentElement.dataset.liveLoads = String(++liveLoads);
     // Recover from a failed load, and keep a range that includes the current hour current.
     const stale = windowOf().to > now && Date.now() - mainLoadedAt > MAIN_RELOAD_MS;
-    const recovered = live.status === "fulfilled" && (mainFailed || Boolean(problems.main) !== Boolean(live.value.partial));
-    if (!mainController && (stale || recovered)) loadMain();
+    // Re-query the shown numbers when the state of the stores changed: recovered from a failed load,
+    // Redis lost or back (partial or not), or a store failing now (withdraw numbers that cannot be given).
+    const changedState = live.status === "fulfilled"
+      ? mainFailed || Boolean(problems.main) !== Boolean(live.value.partial)
+      : !mainFailed;
+    if (!mainController && (stale || changedState)) loadMain();
   } finally {
     liveBusy = false;
   }
