@@ -185,8 +185,22 @@ function chartOptions(width) {
       { label: "Visitors 95% high", stroke: "rgba(194,65,12,0.35)", width: 1, dash: [4, 4], value: count },
     ],
     bands: [{ series: [4, 3], fill: "rgba(194,65,12,0.14)" }],
-    axes: [{}, { size: 64, values: (u, splits) => splits.map((v) => fmtInt(v)) }],
+    axes: [
+      { label: "UTC", labelSize: 20, values: timeTicks },
+      { size: 64, values: (u, splits) => splits.map((v) => fmtInt(v)) },
+    ],
   };
+}
+
+/** Time axis labels in UTC, 24-hour clock: the date where a day starts (and on the first tick). */
+function timeTicks(u, splits, axisIdx, space, increment) {
+  return splits.map((ts, i) => {
+    const t = new Date(ts * 1000).toISOString();
+    const day = t.slice(5, 10);
+    if (increment >= 86400) return day;
+    const time = t.slice(11, 16);
+    return i === 0 || time === "00:00" ? `${time}\n${day}` : time;
+  });
 }
 
 function chartData(series) {
