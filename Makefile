@@ -21,7 +21,7 @@ FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime \
-	api api-start api-stop test test-unit lint bench bench-speed bench-api clean-var
+	api api-start api-stop test test-unit lint bench bench-views bench-speed bench-api clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -110,9 +110,13 @@ lint: ## ruff and mypy
 
 bench: ## run the benchmarks; results go to bench/results/*.json
 	@$(PY) -m bench.ingest
+	@$(PY) -m bench.views
 	@$(PY) -m bench.batch
 	@$(PY) -m bench.speed
 	@$(PY) -m bench.api
+
+bench-views: ## the shared pass alone: stages and events/s with two views and with every dimension
+	@$(PY) -m bench.views
 
 bench-speed: ## the speed layer benchmark alone (sustained events/s, freshness p50/p95)
 	@$(PY) -m bench.speed

@@ -63,8 +63,8 @@ def _top_url(settings: Settings, gen: Generation, day: str) -> str | None:
     (written before they existed)."""
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
     try:
-        holder = gen.day_map["url_traffic"][day]
-        doc = client[settings.mongo_db][collection_name("url_traffic", holder)].find_one(
+        holder = gen.day_map["page"][day]
+        doc = client[settings.mongo_db][collection_name("page", holder)].find_one(
             {"_id": rank_document_id(day)}
         )
         return str(doc["keys"][0]) if doc and doc["keys"] else None
@@ -80,7 +80,7 @@ def _ensure_data(settings: Settings, console: Console, events: int) -> tuple[Gen
         gen = _served(settings)
         if gen is None:
             return None
-        url = _top_url(settings, gen, max(gen.day_map["url_traffic"]))
+        url = _top_url(settings, gen, max(gen.day_map["page"]))
         return None if url is None else (gen, url)
 
     found = usable()
@@ -190,11 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     with running_stack(settings):
         ensure_topics(settings)
         gen, url = _ensure_data(settings, console, args.events)
-        last_day = max(gen.day_map["url_traffic"])
+        last_day = max(gen.day_map["page"])
         end_7 = datetime.fromisoformat(last_day).replace(tzinfo=UTC) + timedelta(hours=12)
         end_30 = datetime.fromisoformat(last_day).replace(tzinfo=UTC) + timedelta(days=1)
         days = [(end_30 - timedelta(days=d)).date().isoformat() for d in (1, 2)]
-        seeded = _seed_realtime(settings, gen.gen, [("url_traffic", url), ("site_traffic", SITE)], days)
+        seeded = _seed_realtime(settings, gen.gen, [("page", url), ("site", SITE)], days)
 
         def query(path: str, **params: str) -> str:
             return f"http://127.0.0.1:{port}{path}?{urlencode(params)}"

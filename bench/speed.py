@@ -241,7 +241,7 @@ def _poll_probes(
             day = datetime.now(UTC).strftime("%Y-%m-%d")
             with r.pipeline(transaction=False) as pipe:
                 for url in pending:
-                    pipe.hexists(keys.realtime_key(0, "url_traffic", url, day), keys.PV)
+                    pipe.hexists(keys.realtime_key(0, "page", url, day), keys.PV)
                 found = pipe.execute()
             now = time.time()
             for url, hit in zip(pending, found, strict=True):

@@ -1,7 +1,7 @@
 """Topic administration: the `events` log and its dead-letter topic.
 
 `events` uses LogAppendTime so that the record timestamp is the broker's arrival time: the speed
-layer deduplicates within a window of arrival time, which producers cannot skew (DESIGN.md).
+layer deduplicates within a window of arrival time, which producers cannot skew (docs/design.md).
 """
 
 from __future__ import annotations

@@ -65,12 +65,14 @@ class Dimension:
         """Spark's rendering of the stored key expression: what the fingerprint hashes."""
         return str(self.stored_key())
 
-    def input_columns(self, spark: SparkSession) -> tuple[str, ...]:
+    def input_columns(self, spark: SparkSession, empty: DataFrame | None = None) -> tuple[str, ...]:
         """The contract fields the key reads, derived from the expression by Spark's analyser (the
-        attributes its resolved plan references), so nobody lists them by hand."""
+        attributes its resolved plan references), so nobody lists them by hand. ``empty``: an
+        empty DataFrame of the contract's schema, to share between calls."""
         from contract.spark_schema import event_schema
 
-        empty = spark.createDataFrame([], event_schema())
+        if empty is None:
+            empty = spark.createDataFrame([], event_schema())
         references = empty.select(self.stored_key())._jdf.queryExecution().analyzed().references()
         names, it = set(), references.iterator()
         while it.hasNext():

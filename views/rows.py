@@ -1,7 +1,7 @@
 """The shape of a view row, shared by every view and by both layers' writers.
 
 One row per (key, day): the day's totals and its hourly values. This is also the shape of the
-stored documents (one per view, key and day: DESIGN.md's "few, wide documents"), so a 7-day hourly
+stored documents (one per view, key and day: the "few, wide documents" of docs/design.md), so a 7-day hourly
 query reads 7-8 documents.
 
     key    string                 the URL, the site, ...

@@ -14,7 +14,7 @@ over each micro-batch (with the generation as an extra grouping column). The sta
 So the number of shuffles does not grow with the number of dimensions: adding one adds rows to the
 same shuffle. Exact distinct counts and HLL sketches come from the (key, hour, visitor)
 pre-aggregate, which measured twice as fast as one aggregation over raw events, at a third of the
-memory (docs/design.md).
+memory (docs/views.md, docs/design.md).
 
 Output, one row per (extra columns, view, key, UTC day), the shape of :mod:`views.rows` plus
 ``view``.
@@ -122,7 +122,10 @@ def compute(events: DataFrame, views: Sequence[View], lg_k: int, by: Sequence[st
 
 def input_columns(views: Sequence[View], spark: SparkSession) -> tuple[str, ...]:
     """Every contract field the views read (the projection before the pass)."""
+    from contract.spark_schema import event_schema
+
+    empty = spark.createDataFrame([], event_schema())
     needed = {"event_id", "ts", "visitor_id"}
     for v in views:
-        needed.update(v.input_columns(spark) if isinstance(v, Dimension) else v.inputs)
+        needed.update(v.input_columns(spark, empty) if isinstance(v, Dimension) else v.inputs)
     return tuple(sorted(needed))
