@@ -23,7 +23,7 @@ from api.deps import Services
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
-from api.routes import dimensions, events, ops, queries
+from api.routes import dashboard, dimensions, events, ops, queries
 from config.settings import Settings, get_settings
 from contract import PageView
 from serving_layer import (
@@ -154,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(dimensions.router)
     app.include_router(events.router)
     app.include_router(ops.router)
+    app.include_router(dashboard.router)
     _install_error_handlers(app, services)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
 

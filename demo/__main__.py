@@ -104,6 +104,7 @@ def main() -> int:
     _print_breakdowns(base, two_days_ago, now.isoformat())
     print(f"\nThe API keeps serving on {base} (OpenAPI: {base}/docs); `make api-stop` stops it,")
     print("`make speed-stop` the speed layer, `make down` the local stack.")
+    print(f"\nThe dashboard: {base}/  (open it in a browser; it refreshes while the speed layer runs)")
     return 0
 
 

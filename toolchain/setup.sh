@@ -14,7 +14,7 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
 STEP=0
-TOTAL=5
+TOTAL=6
 T0=$(date +%s)
 
 step() { STEP=$((STEP + 1)); STEP_T0=$(date +%s); printf '\033[1m[%d/%d] %s\033[0m\n' "$STEP" "$TOTAL" "$1"; }
@@ -97,6 +97,19 @@ else
   # Debian starts its own instance; the platform runs its own under var/, so stop the system one.
   $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || $SUDO service redis-server stop >/dev/null 2>&1 || true
   done_step "installed: $(redis-server --version | cut -d' ' -f3)"
+fi
+
+# --- 6. Chromium and its WebDriver (the dashboard's browser tests) -------------------------------
+step "Chromium + chromium-driver (Debian packages, for the dashboard's browser tests)"
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+  done_step "present: $(chromium --version 2>/dev/null | cut -d' ' -f2)"
+else
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    chromium chromium-driver >/dev/null
+  done_step "installed: $(chromium --version 2>/dev/null | cut -d' ' -f2)"
 fi
 
 java -version >/dev/null 2>&1 || echo "warning: java not found; Kafka and Spark need Java 17" >&2

@@ -1,0 +1,545 @@
+// The dashboard: one site's traffic from the public API (GET /v1/timeseries, /v1/breakdown,
+// /v1/status), a chart, four breakdowns, live numbers and the freshness of what is shown.
+//
+// No build step: an ES module that imports the vendored uPlot. All requests go to this origin
+// (relative URLs, so the API may sit behind a path prefix). The state lives in the page's query
+// string (?site=&range=&granularity=&from=&to=&refresh=), so a view can be bookmarked or shared.
+
+import uPlot from "./vendor/uplot/uPlot.esm.js";
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+const RANGES = { "24h": 1, "7d": 7, "30d": 30 };
+const BREAKDOWNS = ["page", "referrer", "country", "device"];
+const BREAKDOWN_LIMIT = 10;
+const MAIN_RELOAD_MS = 60_000; // a range that includes the current hour is re-queried this often
+
+const $ = (id) => document.getElementById(id);
+const numbers = new Intl.NumberFormat();
+const regions = (() => {
+  try {
+    return new Intl.DisplayNames(["en"], { type: "region" });
+  } catch {
+    return null;
+  }
+})();
+
+// --- the state: what is shown ------------------------------------------------------------------
+
+const params = new URLSearchParams(location.search);
+const state = {
+  site: params.get("site") || "",
+  range: params.get("range") in RANGES || params.get("range") === "custom" ? params.get("range") : "24h",
+  granularity: params.get("granularity") === "day" ? "day" : "hour",
+  from: parseUtc(params.get("from")),
+  to: parseUtc(params.get("to")),
+  refreshS: Math.max(1, Number(params.get("refresh")) || 5),
+};
+if (state.range === "custom" && (state.from === null || state.to === null)) state.range = "24h";
+
+// What the page shows, kept for whoever wants to check it against the API (the tests do).
+const view = { query: null, series: null, breakdowns: {}, status: null, live: null, chart: null };
+window.dashboard = view;
+let mainLoads = 0;
+let liveLoads = 0;
+let mainLoadedAt = 0;
+let mainFailed = false;
+let mainController = null;
+let liveBusy = false;
+const problems = { main: null, live: null };
+
+// --- formatting ----------------------------------------------------------------------------------
+
+function parseUtc(text) {
+  if (!text) return null;
+  const t = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(text) ? text : `${text}Z`);
+  return Number.isNaN(t) ? null : t;
+}
+
+const iso = (ms) => new Date(ms).toISOString().replace(".000Z", "Z");
+const fmtInt = (n) => (n == null ? "–" : numbers.format(Math.round(n)));
+const fmtTime = (ms) => `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")} UTC`;
+const fmtDay = (ms) => new Date(ms).toISOString().slice(0, 10);
+const inputValue = (ms) => new Date(ms).toISOString().slice(0, 16);
+
+function fmtAge(seconds) {
+  if (seconds == null || Number.isNaN(seconds)) return "";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 120) return `${s} s ago`;
+  if (s < 7200) return `${Math.floor(s / 60)} min ${s % 60} s ago`;
+  if (s < 2 * 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min ago`;
+  return `${Math.floor(s / 86400)} days ago`;
+}
+
+/** Unique visitors: exact counts as they are; estimates marked ≈ with their 95% band as a tooltip. */
+function fmtVisitors(v) {
+  if (v == null) return { text: "–", band: "" };
+  if (v.exact) return { text: fmtInt(v.estimate), band: "exact" };
+  return { text: `≈${fmtInt(v.estimate)}`, band: `95%: ${fmtInt(v.lower)} – ${fmtInt(v.upper)}` };
+}
+
+function fmtValue(dimension, value) {
+  if (dimension === "page") return value.replace(/^https?:\/\//, "");
+  if (dimension === "country" && regions && /^[A-Z]{2}$/.test(value)) {
+    try {
+      return `${value} · ${regions.of(value)}`;
+    } catch {
+      return value;
+    }
+  }
+  return value;
+}
+
+const sum = (offsets) => Object.values(offsets || {}).reduce((a, b) => a + b, 0);
+
+// --- the API -----------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, detail) {
+    super(detail);
+    this.status = status;
+  }
+}
+
+function detailOf(body) {
+  const detail = body && body.detail;
+  if (Array.isArray(detail)) return detail.map((d) => `${(d.loc || []).slice(-1)[0]}: ${d.msg}`).join("; ");
+  return typeof detail === "string" ? detail : null;
+}
+
+async function api(path, query = {}, signal = undefined) {
+  const url = new URL(path, document.baseURI);
+  for (const [k, v] of Object.entries(query)) if (v != null && v !== "") url.searchParams.set(k, v);
+  let response;
+  try {
+    response = await fetch(url, { signal, headers: { Accept: "application/json" } });
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    throw new ApiError(0, "the API does not answer");
+  }
+  const body = await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, detailOf(body) || response.statusText);
+  return body;
+}
+
+/** [from, to) of the state: presets end with the current hour (the current day for daily series). */
+function windowOf(now = Date.now()) {
+  if (state.range === "custom") return { from: state.from, to: state.to };
+  const unit = state.granularity === "day" && state.range !== "24h" ? DAY : HOUR;
+  const to = Math.floor(now / unit) * unit + unit;
+  return { from: to - RANGES[state.range] * DAY, to };
+}
+
+// --- the banner: what is wrong, most serious first -----------------------------------------------
+
+function problemOf(error) {
+  if (error.status === 503 && /batch views unavailable/i.test(error.message)) {
+    return { level: "error", kind: "mongodb-down", text: `MongoDB is down: no number can be given (HTTP 503: ${error.message}). Retrying every ${state.refreshS} s.` };
+  }
+  if (error.status === 503) return { level: "error", kind: "unavailable", text: `Nothing can be served (HTTP 503): ${error.message}. Retrying every ${state.refreshS} s.` };
+  if (error.status === 0) return { level: "error", kind: "api-down", text: `The API does not answer. Retrying every ${state.refreshS} s.` };
+  return { level: "error", kind: "error", text: `HTTP ${error.status}: ${error.message}` };
+}
+
+function partialProblem(answer) {
+  if (!answer || !answer.partial) return null;
+  const cut = answer.covers && answer.covers.batch_as_of;
+  const since = cut ? ` Events after the batch views' cut (${fmtTime(Date.parse(cut))}) are not included.` : "";
+  return {
+    level: "warning",
+    kind: "redis-down",
+    text: `Redis is down: batch-only numbers (missing: ${answer.missing.join(", ")}).${since}`,
+  };
+}
+
+function showBanner() {
+  const banner = $("banner");
+  const shown = [problems.main, problems.live].filter(Boolean).sort((a, b) => (a.level === "error" ? -1 : 1) - (b.level === "error" ? -1 : 1))[0];
+  banner.hidden = !shown;
+  banner.className = shown ? shown.level : "";
+  banner.dataset.kind = shown ? shown.kind : "";
+  banner.textContent = shown ? shown.text : "";
+}
+
+// --- the chart -----------------------------------------------------------------------------------
+
+const ORANGE = "#c2410c";
+const BLUE = "#1d4ed8";
+
+function chartHeight() {
+  return window.matchMedia("(max-width: 640px)").matches ? 220 : 300;
+}
+
+function chartOptions(width) {
+  const count = (u, v) => fmtInt(v);
+  return {
+    width,
+    height: chartHeight(),
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"),
+    scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.05)] } },
+    series: [
+      { label: "Time (UTC)", value: (u, v) => (v == null ? "–" : fmtTime(v * 1000)) },
+      { label: "Page views", stroke: BLUE, width: 2, value: count },
+      { label: "Visitors", stroke: ORANGE, width: 2, value: count },
+      { label: "Visitors 95% low", stroke: "rgba(194,65,12,0.35)", width: 1, dash: [4, 4], value: count },
+      { label: "Visitors 95% high", stroke: "rgba(194,65,12,0.35)", width: 1, dash: [4, 4], value: count },
+    ],
+    bands: [{ series: [4, 3], fill: "rgba(194,65,12,0.14)" }],
+    axes: [
+      { label: "UTC", labelSize: 20, values: timeTicks },
+      { size: 64, values: (u, splits) => splits.map((v) => fmtInt(v)) },
+    ],
+  };
+}
+
+/** Time axis labels in UTC, 24-hour clock: the date where a day starts (and on the first tick). */
+function timeTicks(u, splits, axisIdx, space, increment) {
+  return splits.map((ts, i) => {
+    const t = new Date(ts * 1000).toISOString();
+    const day = t.slice(5, 10);
+    if (increment >= 86400) return day;
+    const time = t.slice(11, 16);
+    return i === 0 || time === "00:00" ? `${time}\n${day}` : time;
+  });
+}
+
+function chartData(series) {
+  return [
+    series.map((p) => Date.parse(p.start) / 1000),
+    series.map((p) => p.pageviews),
+    series.map((p) => p.visitors.estimate),
+    series.map((p) => p.visitors.lower),
+    series.map((p) => p.visitors.upper),
+  ];
+}
+
+function drawChart(series) {
+  const el = $("chart");
+  const data = chartData(series);
+  if (view.chart) {
+    view.chart.setData(data);
+    return;
+  }
+  view.chart = new uPlot(chartOptions(el.clientWidth), data, el);
+  new ResizeObserver(() => {
+    if (view.chart && el.clientWidth > 0) view.chart.setSize({ width: el.clientWidth, height: chartHeight() });
+  }).observe(el);
+}
+
+// --- rendering -----------------------------------------------------------------------------------
+
+function cell(text, { num = false, title = "", tag = "td" } = {}) {
+  const td = document.createElement(tag);
+  td.textContent = text;
+  if (num) td.className = "num";
+  if (title) td.title = title;
+  if (tag === "th") td.scope = "row";
+  return td;
+}
+
+function messageRow(tbody, text, columns) {
+  const tr = document.createElement("tr");
+  const td = cell(text);
+  td.colSpan = columns;
+  td.className = "message";
+  tr.append(td);
+  tbody.replaceChildren(tr);
+}
+
+function visitorsTile(el, v) {
+  const { text, band } = fmtVisitors(v);
+  el.textContent = text;
+  if (band) {
+    const small = document.createElement("small");
+    small.textContent = band;
+    el.append(small);
+  }
+}
+
+function renderSeries(answer) {
+  view.series = answer;
+  $("total-pageviews").textContent = fmtInt(answer.total.pageviews);
+  visitorsTile($("total-visitors"), answer.total.visitors);
+  drawChart(answer.series);
+  const rows = answer.series.map((p) => {
+    const tr = document.createElement("tr");
+    const v = fmtVisitors(p.visitors);
+    tr.append(cell(fmtTime(Date.parse(p.start)), { tag: "th" }), cell(fmtInt(p.pageviews), { num: true }), cell(v.text, { num: true }), cell(v.band, { num: true }));
+    return tr;
+  });
+  $("series-table").tBodies[0].replaceChildren(...rows);
+}
+
+function renderBreakdown(section, dimension, result) {
+  const tbody = section.querySelector("tbody");
+  const days = section.querySelector(".days");
+  if (result.status === "rejected") {
+    const error = result.reason;
+    view.breakdowns[dimension] = null;
+    days.textContent = "";
+    messageRow(tbody, error.status === 409 ? `Not ready yet: ${error.message}` : `Unavailable: ${error.message}`, 4);
+    return;
+  }
+  const answer = result.value;
+  view.breakdowns[dimension] = answer;
+  const last = Date.parse(answer.to) - DAY;
+  days.textContent = `UTC days ${fmtDay(Date.parse(answer.from))} to ${fmtDay(last)} (whole days) · ${fmtInt(answer.totals.pageviews)} page views in all`;
+  if (answer.entries.length === 0) {
+    messageRow(tbody, "No page views in this range.", 4);
+    return;
+  }
+  const rows = answer.entries.map((e) => {
+    const tr = document.createElement("tr");
+    tr.dataset.value = e.value;
+    const v = fmtVisitors(e.visitors);
+    const share = answer.totals.pageviews ? ` (${Math.round((100 * e.pageviews) / answer.totals.pageviews)}%)` : "";
+    tr.append(
+      cell(String(e.rank), { num: true }),
+      cell(fmtValue(dimension, e.value), { tag: "th", title: e.value }),
+      cell(fmtInt(e.pageviews), { num: true, title: `${fmtInt(e.pageviews)} page views${share}` }),
+      cell(v.text, { num: true, title: v.band }),
+    );
+    return tr;
+  });
+  tbody.replaceChildren(...rows);
+}
+
+function clearMain(reason) {
+  view.series = null;
+  for (const id of ["total-pageviews", "total-visitors"]) $(id).textContent = "–";
+  if (view.chart) view.chart.setData([[], [], [], [], []]);
+  messageRow($("series-table").tBodies[0], reason, 4);
+  for (const section of document.querySelectorAll(".breakdown")) {
+    view.breakdowns[section.dataset.dimension] = null;
+    section.querySelector(".days").textContent = "";
+    messageRow(section.querySelector("tbody"), reason, 4);
+  }
+  $("fresh-batch").textContent = "–";
+  $("fresh-realtime").textContent = "–";
+}
+
+/** How much of the shown total came from each layer, in log records (from the answer's `covers`). */
+function renderCovers(covers) {
+  const batch = sum(covers.batch_offsets);
+  $("fresh-batch").textContent = `${fmtInt(batch)} log records (below the cut of generation ${covers.generation}, ${fmtTime(Date.parse(covers.batch_as_of))})`;
+  if (covers.realtime_offsets == null) {
+    $("fresh-realtime").textContent = "missing: the realtime views could not be read";
+    return;
+  }
+  let realtime = 0;
+  for (const [p, end] of Object.entries(covers.realtime_offsets)) realtime += Math.max(0, end - (covers.batch_offsets[p] || 0));
+  $("fresh-realtime").textContent = `${fmtInt(realtime)} log records (after the cut, up to the speed layer's last commit)`;
+}
+
+function renderStatus(status) {
+  view.status = status;
+  const errors = status.errors || {};
+  const served = status.served;
+  if (served) {
+    $("fresh-generation").textContent = `${served.generation}` + (served.served_at ? ` (served since ${fmtTime(Date.parse(served.served_at))})` : "");
+    $("fresh-cut").textContent = `${fmtTime(Date.parse(served.cut_at))}, ${fmtAge(served.batch_age_s)}`;
+  } else {
+    $("fresh-generation").textContent = `unknown: ${errors.mongodb || errors.served || "not reported"}`;
+    $("fresh-cut").textContent = "–";
+  }
+  const speed = status.speed;
+  if (speed) {
+    const lag = speed.lag == null ? null : sum(speed.lag);
+    $("fresh-lag").textContent = lag == null ? `unknown: ${errors.kafka || "the log's end is not known"}` : `${fmtInt(lag)} events in the log not yet counted`;
+    $("live-lag").textContent = lag == null ? "–" : fmtInt(lag);
+    const at = speed.last_batch_at ? Date.parse(speed.last_batch_at) : null;
+    $("fresh-microbatch").textContent = speed.batch_id < 0 ? "none yet" : `#${speed.batch_id}` + (at ? ` at ${fmtTime(at)}, ${fmtAge((Date.now() - at) / 1000)}` : "");
+  } else {
+    const why = errors.redis ? `Redis does not answer (${errors.redis})` : "no speed layer commit yet";
+    $("fresh-lag").textContent = `unknown: ${why}`;
+    $("fresh-microbatch").textContent = `unknown: ${why}`;
+    $("live-lag").textContent = "–";
+  }
+}
+
+function renderLive(answer) {
+  view.live = answer;
+  const last = answer.series[answer.series.length - 1];
+  $("live-hour-pageviews").textContent = fmtInt(last ? last.pageviews : 0);
+  $("live-day-pageviews").textContent = fmtInt(answer.total.pageviews);
+  visitorsTile($("live-day-visitors"), answer.total.visitors);
+  $("live-updated").textContent = `Updated ${new Date().toISOString().slice(11, 19)} UTC` + (answer.partial ? " · batch-only (Redis down)" : "");
+}
+
+// --- loading -------------------------------------------------------------------------------------
+
+async function loadMain() {
+  if (!state.site) return;
+  if (mainController) mainController.abort();
+  const controller = new AbortController();
+  mainController = controller;
+  const { from, to } = windowOf();
+  const range = { from: iso(from), to: iso(to) };
+  view.query = { site: state.site, granularity: state.granularity, ...range };
+  $("range-label").textContent = `${fmtTime(from)} to ${fmtTime(to)} (exclusive), per ${state.granularity}`;
+  document.body.setAttribute("aria-busy", "true");
+  const requests = [
+    api("v1/timeseries", { site: state.site, dimension: "site", granularity: state.granularity, ...range }, controller.signal),
+    ...BREAKDOWNS.map((d) => api("v1/breakdown", { site: state.site, dimension: d, limit: BREAKDOWN_LIMIT, ...range }, controller.signal)),
+  ];
+  const [series, ...breakdowns] = await Promise.allSettled(requests);
+  if (controller.signal.aborted) return;
+  mainController = null;
+  mainLoadedAt = Date.now();
+  if (series.status === "rejected") {
+    const problem = problemOf(series.reason);
+    problems.main = problem;
+    mainFailed = true;
+    clearMain(problem.kind === "mongodb-down" ? "Unavailable: MongoDB is down." : `Unavailable: ${series.reason.message}`);
+  } else {
+    mainFailed = false;
+    problems.main = partialProblem(series.value);
+    renderSeries(series.value);
+    renderCovers(series.value.covers);
+    document.querySelectorAll(".breakdown").forEach((section, i) => renderBreakdown(section, BREAKDOWNS[i], breakdowns[i]));
+  }
+  showBanner();
+  document.body.removeAttribute("aria-busy");
+  document.documentElement.dataset.mainLoads = String(++mainLoads);
+}
+
+async function refreshLive() {
+  if (liveBusy || !state.site) return;
+  liveBusy = true;
+  try {
+    const now = Date.now();
+    const today = { from: iso(Math.floor(now / DAY) * DAY), to: iso(Math.floor(now / HOUR) * HOUR + HOUR) };
+    const [live, status] = await Promise.allSettled([
+      api("v1/timeseries", { site: state.site, dimension: "site", granularity: "hour", ...today }),
+      api("v1/status"),
+    ]);
+    if (status.status === "fulfilled") renderStatus(status.value);
+    if (live.status === "fulfilled") {
+      renderLive(live.value);
+      problems.live = partialProblem(live.value);
+    } else {
+      problems.live = problemOf(live.reason);
+      for (const id of ["live-hour-pageviews", "live-day-pageviews", "live-day-visitors"]) $(id).textContent = "–";
+    }
+    showBanner();
+    document.documentElement.dataset.liveLoads = String(++liveLoads);
+    // Recover from a failed load, and keep a range that includes the current hour current.
+    const stale = windowOf().to > now && Date.now() - mainLoadedAt > MAIN_RELOAD_MS;
+    // Re-query the shown numbers when the state of the stores changed: recovered from a failed load,
+    // Redis lost or back (partial or not), or a store failing now (withdraw numbers that cannot be given).
+    const changedState = live.status === "fulfilled"
+      ? mainFailed || Boolean(problems.main) !== Boolean(live.value.partial)
+      : !mainFailed;
+    if (!mainController && (stale || changedState)) loadMain();
+  } finally {
+    liveBusy = false;
+  }
+}
+
+function liveLoop() {
+  if (!document.hidden) refreshLive();
+  setTimeout(liveLoop, state.refreshS * 1000);
+}
+
+// --- the controls --------------------------------------------------------------------------------
+
+function saveState() {
+  const q = new URLSearchParams({ site: state.site, range: state.range, granularity: state.granularity });
+  if (state.range === "custom") {
+    q.set("from", iso(state.from));
+    q.set("to", iso(state.to));
+  }
+  if (params.has("refresh")) q.set("refresh", String(state.refreshS));
+  history.replaceState(null, "", `${location.pathname}?${q}`);
+}
+
+function showFormError(text) {
+  $("form-error").hidden = !text;
+  $("form-error").textContent = text || "";
+}
+
+function changed() {
+  showFormError("");
+  saveState();
+  loadMain();
+  refreshLive();
+}
+
+function applyCustom() {
+  const from = parseUtc($("from").value);
+  const to = parseUtc($("to").value);
+  if (from === null || to === null) return showFormError("Give both ends of the custom range.");
+  if (from % HOUR || to % HOUR) return showFormError("The custom range must start and end on whole hours (UTC).");
+  if (from >= to) return showFormError("The custom range must start before it ends.");
+  Object.assign(state, { range: "custom", from, to });
+  changed();
+}
+
+function setupControls() {
+  const form = $("controls");
+  for (const radio of form.elements.range) radio.checked = radio.value === state.range;
+  $("granularity").value = state.granularity;
+  $("custom").hidden = state.range !== "custom";
+  const { from, to } = windowOf();
+  $("from").value = inputValue(from);
+  $("to").value = inputValue(to);
+  $("refresh-s").textContent = String(state.refreshS);
+
+  $("site").addEventListener("change", (e) => {
+    state.site = e.target.value;
+    changed();
+  });
+  $("granularity").addEventListener("change", (e) => {
+    state.granularity = e.target.value;
+    changed();
+  });
+  $("range").addEventListener("change", (e) => {
+    if (e.target.name !== "range") return;
+    $("custom").hidden = e.target.value !== "custom";
+    if (e.target.value === "custom") {
+      const shown = windowOf();
+      $("from").value = inputValue(shown.from);
+      $("to").value = inputValue(shown.to);
+      $("from").focus();
+      return; // applied with the Apply button
+    }
+    state.range = e.target.value;
+    changed();
+  });
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    applyCustom();
+  });
+}
+
+/** The site picker: the sites with page views over the last 30 days (GET /v1/breakdown?dimension=site). */
+async function loadSites() {
+  const select = $("site");
+  const to = Math.floor(Date.now() / HOUR) * HOUR + HOUR;
+  let sites = [];
+  try {
+    const answer = await api("v1/breakdown", { dimension: "site", from: iso(to - 30 * DAY), to: iso(to), limit: 100 });
+    sites = answer.entries.map((e) => e.value);
+  } catch (error) {
+    problems.main = problemOf(error);
+    showBanner();
+  }
+  if (state.site && !sites.includes(state.site)) sites.unshift(state.site);
+  if (!state.site) state.site = sites[0] || "";
+  select.replaceChildren(...sites.map((s) => new Option(s, s, false, s === state.site)));
+  if (!state.site) {
+    clearMain("No site has page views in the last 30 days.");
+    return false;
+  }
+  return true;
+}
+
+async function start() {
+  setupControls();
+  while (!(await loadSites())) await new Promise((r) => setTimeout(r, state.refreshS * 1000));
+  saveState();
+  await loadMain();
+  liveLoop();
+}
+
+start();

@@ -1,0 +1,421 @@
+"""The dashboard in a real headless Chromium, on the real local stack, served by a real uvicorn.
+
+The page must show exactly what the public API answers for the same parameters, load nothing from
+outside this machine, log no console error, follow the controls, show live numbers rising while the
+speed layer counts new events, and say clearly when Redis or MongoDB is down. The run saves a
+screenshot to docs/dashboard.png (the README shows it).
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (installed by ``make setup``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
+
+from api.app import create_app
+from batch_layer.job import BatchJob
+from config.settings import Settings
+from speed_layer.job import SpeedJob
+from stack import control
+from tests.integration.conftest import isolated_platform, produce, traffic
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOT = ROOT / "docs" / "dashboard.png"
+SITE = "shop.example.com"
+NO_NUMBER = "\u2013"  # what the page shows where it has no number (an en dash)
+BREAKDOWNS = ("page", "referrer", "country", "device")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--lang=en-US",
+)
+
+
+# --- fixtures: a platform with history and realtime views, the API on a port, a browser ----------
+@pytest.fixture(scope="module")
+def platform(stack: Settings, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """A served batch generation over 30 hours of traffic, and realtime views of the traffic after
+    its cut (counted by the speed layer)."""
+    with isolated_platform(stack, tmp_path_factory.mktemp("dashboard"), redis_db=11) as settings:
+        produce(settings, traffic(seed=31, total=3_000, span_hours=30))
+        job = BatchJob(settings, spark)
+        try:
+            job.run()
+        finally:
+            job.close()
+        produce(settings, traffic(seed=32, total=600, span_hours=2))
+        SpeedJob(settings, spark).run(available_now=True)
+        yield settings
+
+
+@contextmanager
+def serve(settings: Settings) -> Iterator[str]:
+    """The API (and so the dashboard) served by uvicorn on a free port of 127.0.0.1."""
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="dashboard-api", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def base(platform: Settings) -> Iterator[str]:
+    with serve(platform) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail("chromium and chromium-driver are missing: run `make setup` (it installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="dashboard-chromium-")
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # Both paths given: Selenium runs them as they are and never looks for a driver online.
+    session = webdriver.Chrome(options=options, service=Service(driver))
+    session.set_window_size(1280, 1000)
+    try:
+        yield session
+    finally:
+        session.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def loads(browser: WebDriver, kind: str = "mainLoads") -> int:
+    return int(browser.execute_script(f"return document.documentElement.dataset.{kind} || '0'"))
+
+
+def open_dashboard(browser: WebDriver, base: str, **params: str) -> None:
+    query = "&".join(f"{k}={v}" for k, v in {"site": SITE, "refresh": "1", **params}.items())
+    browser.get(f"{base}/?{query}")
+    wait_for("the first load", lambda: loads(browser) >= 1 and loads(browser, "liveLoads") >= 1)
+
+
+def after_next_load(browser: WebDriver, action: Callable[[], Any]) -> None:
+    before = loads(browser)
+    action()
+    wait_for("the page to re-query", lambda: loads(browser) > before)
+
+
+def digits(text: str) -> int:
+    """An integer shown with thousands separators (and maybe ≈)."""
+    found = re.sub(r"[^0-9]", "", text)
+    assert found, f"no number in {text!r}"
+    return int(found)
+
+
+def text_of(browser: WebDriver, element_id: str) -> str:
+    text: str = browser.find_element(By.ID, element_id).text
+    return text
+
+
+def shown_query(browser: WebDriver) -> dict[str, str]:
+    query: dict[str, str] = browser.execute_script("return window.dashboard.query")
+    return query
+
+
+def api_get(base: str, path: str, **params: Any) -> dict[str, Any]:
+    response = httpx.get(f"{base}{path}", params=params, timeout=30)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def parse(t: str) -> datetime:
+    return datetime.fromisoformat(t.replace("Z", "+00:00"))
+
+
+def assert_page_equals_api(browser: WebDriver, base: str) -> dict[str, Any]:
+    """The chart's data, the totals, the series table and the four breakdown tables are the API's
+    answers to the query the page says it made."""
+    q = shown_query(browser)
+    assert q["site"] == SITE
+    answer = api_get(base, "/v1/timeseries", dimension="site", **q)
+    chart = browser.execute_script("return window.dashboard.chart.data")
+    series = answer["series"]
+    assert chart[0] == [parse(p["start"]).timestamp() for p in series]
+    assert chart[1] == [p["pageviews"] for p in series]
+    assert chart[2] == [p["visitors"]["estimate"] for p in series]
+    assert chart[3] == [p["visitors"]["lower"] for p in series]
+    assert chart[4] == [p["visitors"]["upper"] for p in series]
+    assert digits(text_of(browser, "total-pageviews")) == answer["total"]["pageviews"]
+    shown_visitors = text_of(browser, "total-visitors").splitlines()[0]
+    assert digits(shown_visitors) == round(answer["total"]["visitors"]["estimate"])
+    assert shown_visitors.startswith("≈") != answer["total"]["visitors"]["exact"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#series-table tbody tr")
+    assert len(rows) == len(series)
+
+    for dimension in BREAKDOWNS:
+        expected = api_get(
+            base,
+            "/v1/breakdown",
+            site=SITE,
+            dimension=dimension,
+            limit=10,
+            **{"from": q["from"], "to": q["to"]},
+        )
+        section = browser.find_element(By.CSS_SELECTOR, f'.breakdown[data-dimension="{dimension}"]')
+        shown = [
+            (
+                tr.get_attribute("data-value"),
+                digits(tr.find_elements(By.CSS_SELECTOR, "td")[1].get_attribute("textContent")),
+                digits(tr.find_elements(By.CSS_SELECTOR, "td")[2].get_attribute("textContent")),
+            )
+            for tr in section.find_elements(By.CSS_SELECTOR, "tbody tr")
+        ]
+        assert shown == [
+            (e["value"], e["pageviews"], round(e["visitors"]["estimate"])) for e in expected["entries"]
+        ], dimension
+        assert expected["entries"], f"no {dimension} in the range: the test data is too thin"
+    return answer
+
+
+# --- the tests ----------------------------------------------------------------------------------------
+def test_the_page_is_served_offline_and_equals_the_api(browser: WebDriver, base: str) -> None:
+    page = httpx.get(f"{base}/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert httpx.get(f"{base}/dashboard/../api/app.py").status_code == 404
+    assert httpx.get(f"{base}/dashboard/vendor/uplot/LICENSE").text.startswith("The MIT License")
+
+    open_dashboard(browser, base, range="24h", granularity="hour")
+    q = shown_query(browser)
+    start, end = parse(q["from"]), parse(q["to"])
+    now = datetime.now(UTC)
+    assert end - start == timedelta(hours=24) and end.minute == 0 and now < end <= now + timedelta(hours=1)
+    answer = assert_page_equals_api(browser, base)
+    assert answer["total"]["pageviews"] > 0 and not answer["partial"]
+
+    # The freshness panel: the shown total's split between the layers, from the answer's `covers`.
+    covers = answer["covers"]
+    batch = sum(covers["batch_offsets"].values())
+    realtime = sum(o - covers["batch_offsets"].get(p, 0) for p, o in covers["realtime_offsets"].items())
+    assert batch > 0 and realtime > 0
+    assert digits(text_of(browser, "fresh-batch").split(" log records")[0]) == batch
+    assert digits(text_of(browser, "fresh-realtime").split(" log records")[0]) == realtime
+    status = api_get(base, "/v1/status")
+    assert text_of(browser, "fresh-generation").startswith(str(status["served"]["generation"]))
+    assert text_of(browser, "fresh-microbatch").startswith(f"#{status['speed']['batch_id']} at ")
+    assert "UTC" in text_of(browser, "fresh-cut")
+
+    # Nothing was requested from anywhere but the API, and nothing went wrong in the console.
+    resources = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"
+    )
+    assert resources and all(url.startswith(f"{base}/") for url in resources), resources
+    assert browser.find_element(By.ID, "banner").get_attribute("hidden") is not None
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+
+    # Laptop width: the screenshot in the README (the whole page).
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1280, height + 140)
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT))
+    browser.set_window_size(1280, 1000)
+
+
+def test_phone_width_keeps_everything_inside_the_screen(browser: WebDriver, base: str) -> None:
+    browser.set_window_size(390, 844)
+    try:
+        open_dashboard(browser, base)
+        overflow = browser.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0
+        chart = browser.execute_script("return window.dashboard.chart.width")
+        assert 200 < chart <= 390
+    finally:
+        browser.set_window_size(1280, 1000)
+
+
+def test_changing_range_and_granularity_requeries(browser: WebDriver, base: str) -> None:
+    open_dashboard(browser, base, range="24h", granularity="hour")
+    # Keyboard only: the arrow key moves the range radio group from "Last 24 h" to "7 days".
+    after_next_load(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, 'input[name="range"][value="24h"]').send_keys(
+            Keys.ARROW_RIGHT
+        ),
+    )
+    q = shown_query(browser)
+    assert parse(q["to"]) - parse(q["from"]) == timedelta(days=7) and q["granularity"] == "hour"
+    assert "range=7d" in browser.current_url
+    assert_page_equals_api(browser, base)
+
+    after_next_load(
+        browser, lambda: Select(browser.find_element(By.ID, "granularity")).select_by_value("day")
+    )
+    q = shown_query(browser)
+    assert q["granularity"] == "day" and parse(q["to"]).hour == 0
+    assert parse(q["to"]) - parse(q["from"]) == timedelta(days=7)
+    assert len(browser.execute_script("return window.dashboard.chart.data[0]")) == 7
+    assert_page_equals_api(browser, base)
+
+    # A custom range, typed as UTC, applied with the button.
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    start = end - timedelta(hours=30)
+    browser.find_element(By.CSS_SELECTOR, 'input[name="range"][value="custom"]').click()
+    for element_id, t in (("from", start), ("to", end)):
+        browser.execute_script(
+            "document.getElementById(arguments[0]).value = arguments[1]",
+            element_id,
+            t.strftime("%Y-%m-%dT%H:%M"),
+        )
+    after_next_load(browser, lambda: browser.find_element(By.ID, "apply").click())
+    q = shown_query(browser)
+    assert (parse(q["from"]), parse(q["to"])) == (start, end)
+    assert_page_equals_api(browser, base)
+
+    # A range that is not whole hours is refused on the page, naming the problem.
+    browser.execute_script(
+        "document.getElementById('from').value = arguments[0]", start.strftime("%Y-%m-%dT%H:30")
+    )
+    browser.find_element(By.ID, "apply").click()
+    assert "whole hours" in wait_for("the form error", lambda: text_of(browser, "form-error"))
+
+
+def test_live_numbers_rise_while_the_speed_layer_counts_new_events(
+    browser: WebDriver, base: str, platform: Settings, spark: Any
+) -> None:
+    open_dashboard(browser, base, range="24h")
+    before_day = digits(text_of(browser, "live-day-pageviews"))
+    before_hour = digits(text_of(browser, "live-hour-pageviews"))
+    assert before_day == api_get(base, "/v1/timeseries", site=SITE, **today())["total"]["pageviews"]
+
+    url = f"https://{SITE}/live-{uuid.uuid4().hex[:6]}"
+    events = [
+        {
+            "event_id": f"dash-{uuid.uuid4().hex[:12]}",
+            "ts": datetime.now(UTC).isoformat(),
+            "visitor_id": f"v-dash-{i % 3}",
+            "url": url,
+        }
+        for i in range(7)
+    ]
+    response = httpx.post(f"{base}/v1/events", json=events, timeout=30)
+    assert response.status_code == 202, response.text
+    SpeedJob(platform, spark).run(available_now=True)
+
+    wait_for(
+        "the live page views to rise by 7",
+        lambda: digits(text_of(browser, "live-day-pageviews")) == before_day + 7,
+    )
+    assert digits(text_of(browser, "live-hour-pageviews")) == before_hour + 7
+    assert digits(text_of(browser, "live-lag")) == 0
+
+
+def today() -> dict[str, str]:
+    now = datetime.now(UTC)
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return {"from": start.isoformat(), "to": end.isoformat(), "granularity": "hour"}
+
+
+def banner_kind(browser: WebDriver) -> str:
+    kind: str = browser.execute_script(
+        "const b = document.getElementById('banner'); return b.hidden ? '' : b.dataset.kind"
+    )
+    return kind
+
+
+def test_redis_down_shows_batch_only_numbers(browser: WebDriver, base: str, stack: Settings) -> None:
+    open_dashboard(browser, base, range="24h")
+    full = digits(text_of(browser, "total-pageviews"))
+    control.down(stack, ["redis"])
+    try:
+        wait_for("the Redis-down banner", lambda: banner_kind(browser) == "redis-down")
+        banner = text_of(browser, "banner")
+        assert "Redis is down" in banner and "batch-only" in banner
+        wait_for(
+            "the batch-only numbers", lambda: browser.execute_script("return window.dashboard.series.partial")
+        )
+        q = shown_query(browser)
+        partial = api_get(base, "/v1/timeseries", dimension="site", **q)
+        assert partial["partial"] and partial["missing"] == ["realtime"]
+        assert digits(text_of(browser, "total-pageviews")) == partial["total"]["pageviews"] < full
+        assert text_of(browser, "fresh-realtime").startswith("missing")
+        assert "Redis" in text_of(browser, "fresh-lag")
+    finally:
+        control.up(stack, ["redis"])
+    wait_for("the banner to clear", lambda: banner_kind(browser) == "", timeout=60)
+    wait_for("the full numbers", lambda: digits(text_of(browser, "total-pageviews")) == full)
+
+
+def test_mongodb_down_says_so_and_recovers(browser: WebDriver, platform: Settings, stack: Settings) -> None:
+    # An API that has read the batch documents keeps answering from its cache (they never change), so
+    # the outage is seen by an API process started while MongoDB is down: every query is a 503.
+    control.down(stack, ["ferretdb"])
+    try:
+        with serve(platform) as cold:
+            browser.get(f"{cold}/?site={SITE}&range=24h&refresh=1")
+            wait_for("the MongoDB-down banner", lambda: banner_kind(browser) == "mongodb-down", timeout=60)
+            assert "MongoDB is down" in text_of(browser, "banner")
+            assert text_of(browser, "total-pageviews") == NO_NUMBER
+            page_rows = '.breakdown[data-dimension="page"] tbody tr'
+            wait_for(
+                "the tables to say why they are empty",
+                lambda: (
+                    [r.text for r in browser.find_elements(By.CSS_SELECTOR, page_rows)]
+                    == ["Unavailable: MongoDB is down."]
+                ),
+            )
+            wait_for("the status", lambda: text_of(browser, "fresh-generation").startswith("unknown"))
+            control.up(stack, ["ferretdb"])
+            wait_for("the banner to clear", lambda: banner_kind(browser) == "", timeout=90)
+            wait_for("the numbers", lambda: text_of(browser, "total-pageviews") != NO_NUMBER)
+            assert_page_equals_api(browser, cold)
+    finally:
+        control.up(stack, ["ferretdb"])
