@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
@@ -54,6 +55,11 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
+    if settings.spark_master.startswith("local"):
+        # The layers run the contract's own code in Python workers (contract.spark_schema): they
+        # must import this checkout whatever the driver's PYTHONPATH (a cluster gets the code with
+        # --py-files, docs/deployment.md).
+        builder = builder.config("spark.executorEnv.PYTHONPATH", str(Path(__file__).resolve().parent.parent))
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -52,12 +52,17 @@ def validate(data: dict[str, Any], bounds: TimeBounds | None = None) -> PageView
         raise ContractError(_reason(exc)) from None
 
 
-def decode(payload: bytes | str, bounds: TimeBounds | None = None) -> PageView:
-    """Parse and validate one JSON record from the wire."""
+def decode(payload: bytes | str, bounds: TimeBounds | None = None, at: float | None = None) -> PageView:
+    """Parse and validate one JSON record from the wire.
+
+    ``at`` (epoch seconds) is the instant the event-time window is judged against instead of the
+    clock: the layers pass the record's log-append time, so a replay or a recompute next month gives
+    the same verdict as the first read.
+    """
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise ContractError(f"event: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
     try:
-        return PageView.model_validate_json(payload, context={"bounds": bounds or bounds_from()})
+        return PageView.model_validate_json(payload, context={"bounds": bounds or bounds_from(), "at": at})
     except ValidationError as exc:
         raise ContractError(_reason(exc)) from None
 

@@ -99,9 +99,19 @@ class TimeBounds:
         object.__setattr__(self, "_past_s", self.max_past.total_seconds())
         object.__setattr__(self, "_fixed_now", self.now.timestamp() if self.now else None)
 
-    def check(self, ts: datetime) -> None:
+    def check(self, ts: datetime, at: float | None = None) -> None:
+        """Raise ``ValueError`` if ``ts`` lies outside the window around *now*.
+
+        *now* is ``at`` (epoch seconds) when given, else the fixed ``now``, else the clock. The layers
+        pass the record's log-append time as ``at``, so their verdict is the same on every run.
+        """
         t = ts.timestamp()
-        now = self._fixed_now if self._fixed_now is not None else time.time()
+        if at is not None:
+            now = at
+        elif self._fixed_now is not None:
+            now = self._fixed_now
+        else:
+            now = time.time()
         if t > now + self._future_s:
             raise ValueError(f"is more than {int(self.max_future.total_seconds())} s in the future")
         if t < now - self._past_s:
@@ -143,9 +153,10 @@ class PageView(BaseModel):
         ts: datetime = values["ts"]
         if ts.utcoffset():
             ts = values["ts"] = ts.astimezone(UTC)
-        bounds = info.context.get("bounds") if isinstance(info.context, dict) else None
+        context = info.context if isinstance(info.context, dict) else {}
+        bounds = context.get("bounds")
         try:
-            (bounds if isinstance(bounds, TimeBounds) else _DEFAULT_BOUNDS).check(ts)
+            (bounds if isinstance(bounds, TimeBounds) else _DEFAULT_BOUNDS).check(ts, context.get("at"))
         except ValueError as exc:
             raise _field_error("ts", exc) from None
         try:
