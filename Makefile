@@ -21,7 +21,7 @@ FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime \
-	api api-start api-stop test test-unit lint bench bench-speed bench-api clean-var
+	api api-start api-stop test test-unit lint bench bench-speed bench-api bench-contract clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -116,6 +116,9 @@ bench: ## run the benchmarks; results go to bench/results/*.json
 
 bench-speed: ## the speed layer benchmark alone (sustained events/s, freshness p50/p95)
 	@$(PY) -m bench.speed
+
+bench-contract: ## what the contract costs each layer: parse seconds per million records (absorb, stream)
+	@$(PY) -m bench.contract
 
 bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker
 	@$(PY) -m bench.api

@@ -26,6 +26,12 @@ class ContractError(ValueError):
         self.reason = reason
 
 
+def reason_field(reason: str) -> str:
+    """The field a rejection is about (``"url"`` of ``"url: must have a host"``): what dead letters
+    are counted by, in every layer's summary, in /v1/status and in /metrics."""
+    return reason.split(":", 1)[0]
+
+
 def bounds_from(settings: Settings | None = None, now: datetime | None = None) -> TimeBounds:
     s = settings or get_settings()
     return TimeBounds(
