@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AwareDatetime
 
-from contract.codec import ContractError, bounds_from, decode
+from contract.codec import ContractError, bounds_from, decode, encode
 from contract.events import PageView, TimeBounds
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def required_fields() -> list[str]:
 INVALID_COLUMN = "_invalid"
 """Column :func:`parse_kafka_records` adds: null for a valid event, else why it is not one."""
 
-_POSITION_FIELDS = ("kafka_partition", "kafka_offset", "log_time", "_raw")
+_CANONICAL = "_canonical"
 
 
 def parsed_schema() -> StructType:
@@ -110,41 +110,37 @@ def judge_batches(batches: Iterable[pa.RecordBatch], bounds: TimeBounds) -> Iter
     """``mapInArrow`` body: every Kafka record through :func:`contract.codec.decode`, the very code
     ingest validates with, its event-time window judged against the record's log-append time.
 
-    Input columns: ``value`` (binary, never null), ``partition``, ``offset``, ``timestamp``; output:
-    :func:`parsed_schema`. A valid record yields the normalised values of the model, an invalid one
-    nulls and the reason ingest would give (:class:`~contract.codec.ContractError`).
+    Input columns: ``value`` (binary, never null), ``partition``, ``offset``, ``timestamp``. Output:
+    the same, plus ``_canonical`` (the valid event as ingest would produce it, :func:`encode`; null
+    for an invalid record) and :data:`INVALID_COLUMN` (the reason ingest would give). Returning one
+    canonical encoding instead of eight columns keeps the Python side to the validation itself;
+    Spark parses the canonical bytes back with the derived schema.
     """
     import pyarrow as pa
 
-    names = list(PageView.model_fields)
-    arrow_types = {n: pa.string() for n in names}
-    arrow_types.update(schema_version=pa.int64(), ts=pa.timestamp("us", tz="UTC"))
     for batch in batches:
         values = batch.column("value").to_pylist()
         log_us = batch.column("timestamp").cast(pa.int64()).to_pylist()
-        out: dict[str, list[Any]] = {n: [] for n in names}
+        canonical: list[bytes | None] = []
         invalid: list[str | None] = []
         for payload, t in zip(values, log_us, strict=True):
             try:
-                event = decode(payload, bounds, at=None if t is None else t / 1_000_000)
-            except ContractError as exc:
-                for n in names:
-                    out[n].append(None)
-                invalid.append(exc.reason)
-            else:
-                fields = event.__dict__
-                for n in names:
-                    out[n].append(fields[n])
+                canonical.append(encode(decode(payload, bounds, at=None if t is None else t / 1_000_000)))
                 invalid.append(None)
-        columns = [pa.array(out[n], arrow_types[n]) for n in names]
-        columns += [
-            batch.column("partition"),
-            batch.column("offset"),
-            batch.column("timestamp"),
-            batch.column("value"),
-            pa.array(invalid, pa.string()),
-        ]
-        yield pa.RecordBatch.from_arrays(columns, names=[*names, *_POSITION_FIELDS, INVALID_COLUMN])
+            except ContractError as exc:
+                canonical.append(None)
+                invalid.append(exc.reason)
+        yield pa.RecordBatch.from_arrays(
+            [
+                batch.column("value"),
+                batch.column("partition"),
+                batch.column("offset"),
+                batch.column("timestamp"),
+                pa.array(canonical, pa.binary()),
+                pa.array(invalid, pa.string()),
+            ],
+            names=["value", "partition", "offset", "timestamp", _CANONICAL, INVALID_COLUMN],
+        )
 
 
 def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) -> DataFrame:
@@ -162,6 +158,7 @@ def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) ->
     from functools import partial
 
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
     window = bounds or bounds_from()
     # A null value (a tombstone) is judged as the empty record ingest would see.
@@ -171,4 +168,30 @@ def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) ->
         F.col("offset"),
         F.col("timestamp"),
     )
-    return source.mapInArrow(partial(judge_batches, bounds=window), parsed_schema())
+    judged_schema = StructType(
+        [
+            *source.schema.fields,
+            StructField(_CANONICAL, BinaryType(), True),
+            StructField(INVALID_COLUMN, StringType(), True),
+        ]
+    )
+    judged = source.mapInArrow(partial(judge_batches, bounds=window), judged_schema)
+    schema = event_schema()
+    # The canonical encoding parses to exactly the model's values (the property test holds it to
+    # that); an invalid record has none.
+    parsed = judged.select(
+        F.from_json(F.col(_CANONICAL).cast("string"), schema).alias("e"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("log_time"),
+        F.col("value").alias("_raw"),
+        F.col(INVALID_COLUMN),
+    )
+    return parsed.select(
+        *[F.col(f"e.{name}").alias(name) for name in schema.fieldNames()],
+        "kafka_partition",
+        "kafka_offset",
+        "log_time",
+        "_raw",
+        INVALID_COLUMN,
+    )

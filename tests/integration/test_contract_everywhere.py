@@ -85,7 +85,7 @@ def invalid_records(tag: str) -> list[bytes]:
 
 def valid_records(tag: str) -> list[bytes]:
     """Twenty valid records in spellings ingest never produces."""
-    spellings = [
+    spellings: list[tuple[str, dict[str, Any]]] = [
         ("HTTPS://Shop.Example.com:443/p/4#top", {}),
         ("https://SHOP.example.COM/p/4", {"country": "de"}),
         ("http://blog.example.com:80", {}),
@@ -236,7 +236,7 @@ def test_records_that_bypassed_ingest_are_judged_by_the_whole_contract_in_both_l
         assert stats["invalid_reasons_total"] == dict(all_reasons)  # the repeat counted once
         assert stats["invalid_total"] == len(invalid_1) + len(invalid_2)
 
-        gen, served_cut = first.gen, job.registry.served().cut  # type: ignore[union-attr]
+        gen, served_cut = first.gen, job.registry.served().cut
         log = read_log(platform.kafka_bootstrap, platform.events_topic)
         assert sum(1 for rec in log if rec.event is None) == len(invalid_1) + len(invalid_2)
         assert_realtime_matches(realtime_documents(platform, gen), recount_past(log, served_cut))

@@ -187,15 +187,16 @@ def judged(spark: Any) -> Any:
     return judge
 
 
-@given(st.lists(raw_records(), min_size=100, max_size=200))
+@given(st.lists(raw_records(), min_size=150, max_size=250))
 @settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 def test_ingest_and_both_layers_agree_on_every_record(
     judged: Any, records: list[tuple[bytes, datetime]]
 ) -> None:
     layers = judged(records)
     assert len(layers) == len(records)
+    assert {reason is None for reason, _ in layers} == {True, False}, "valid and invalid records both"
     for (payload, log_time), layer in zip(records, layers, strict=True):
         assert layer == ingest_verdict(payload, log_time), payload
 
