@@ -217,7 +217,7 @@ def test_records_that_bypassed_ingest_are_judged_by_the_whole_contract_in_both_l
             def _commit(self, *args: Any, **kwargs: Any) -> Any:
                 raise RuntimeError("crash before the Redis commit")
 
-        with pytest.raises(RuntimeError):
+        with pytest.raises(Exception, match="crash before the Redis commit"):
             CrashBeforeCommit(platform, spark).run(available_now=True)
         crashed = dead_letters(platform, "speed-layer")
         assert crashed, "the crashed batch sent its dead letters"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from contract import ContractError, TimeBounds, decode
 from contract.codec import MAX_PAYLOAD_BYTES
-from contract.events import MAX_ID_LENGTH, MAX_URL_LENGTH, MAX_USER_AGENT_LENGTH, PageView
+from contract.events import MAX_ID_LENGTH, MAX_URL_LENGTH, MAX_USER_AGENT_LENGTH, PageView, utc_epoch_seconds
 from tests.unit.test_contract import raw_urls
 
 LOG_BASE = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -217,3 +217,15 @@ def test_canonical_url_and_time_window_examples(judged: Any) -> None:
     assert future == ("ts: is more than 300 s in the future", None)
     assert past == ("ts: is more than 30 days in the past", None)
     assert edge[0] is None and edge[1] is not None and edge[1]["referrer"] is None
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)))
+@settings(max_examples=500)
+def test_utc_epoch_seconds_is_exactly_timestamp(naive: datetime) -> None:
+    aware = naive.replace(tzinfo=UTC)
+    assert utc_epoch_seconds(aware) == aware.timestamp()
+    parsed = PageView.model_validate(
+        {"event_id": "e", "visitor_id": "v", "url": "https://a.b/", "ts": aware.isoformat()},
+        context={"bounds": TimeBounds(max_future=timedelta.max / 2, max_past=timedelta.max / 2)},
+    ).ts
+    assert utc_epoch_seconds(parsed) == parsed.timestamp()
