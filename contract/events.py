@@ -80,8 +80,8 @@ def utc_epoch_seconds(ts: datetime) -> float:
     """``ts.timestamp()`` of a datetime whose UTC offset is zero, to the same float, at half the cost
     (pydantic's tzinfo makes ``timestamp()`` slow): the exact microseconds over 10**6, as CPython
     computes it."""
-    days = ts.toordinal() - _EPOCH_ORDINAL
-    return ((days * 86400 + ts.hour * 3600 + ts.minute * 60 + ts.second) * 1_000_000 + ts.microsecond) / 1_000_000
+    seconds = (ts.toordinal() - _EPOCH_ORDINAL) * 86400 + ts.hour * 3600 + ts.minute * 60 + ts.second
+    return (seconds * 1_000_000 + ts.microsecond) / 1_000_000
 
 
 def site_of(url: str) -> str:

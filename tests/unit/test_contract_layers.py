@@ -163,12 +163,16 @@ def judged(spark: Any) -> Any:
     """Records -> what parse_kafka_records makes of them, one Spark job per list."""
     from pyspark.sql import functions as F
 
-    from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
+    from contract.spark_schema import INVALID_COLUMN, parse_kafka_records, parsed_schema
 
     def judge(records: list[tuple[bytes, datetime]]) -> list[tuple[str | None, dict[str, Any] | None]]:
         rows = [(payload, 0, offset, log_time) for offset, (payload, log_time) in enumerate(records)]
         df = spark.createDataFrame(rows, "value binary, partition int, offset long, timestamp timestamp")
-        parsed = parse_kafka_records(df, WINDOW).select(
+        judged_df = parse_kafka_records(df, WINDOW)
+        assert [(f.name, f.dataType) for f in judged_df.schema] == [
+            (f.name, f.dataType) for f in parsed_schema()
+        ]
+        parsed = judged_df.select(
             *[F.unix_micros("ts").alias("ts") if n == "ts" else F.col(n) for n in FIELDS],
             "kafka_offset",
             "_raw",
