@@ -118,7 +118,7 @@ bench-speed: ## the speed layer benchmark alone (sustained events/s, freshness p
 	@$(PY) -m bench.speed
 
 bench-contract: ## what the contract costs each layer: parse seconds per million records (absorb, stream)
-	@$(PY) -m bench.contract
+	@$(PY) -m bench.contract --compare
 
 bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker
 	@$(PY) -m bench.api

@@ -13,7 +13,9 @@ varies between runs:
    speed layer's watermark and dedup by event id, each micro-batch materialised and counted.
 
 Each step runs ``--repeat`` times; the best time is reported, as seconds per million records.
-``make bench-contract`` runs it; results go to bench/results/contract.json.
+``--compare`` alternates every run with the parse the layers used before they applied the whole
+contract (``from_json`` and shape checks only), in the same session, so both see the same load.
+``make bench-contract`` runs it with ``--compare``; results go to bench/results/contract.json.
 """
 
 from __future__ import annotations
@@ -31,6 +33,44 @@ from bench.common import write_result
 from config.settings import Settings, get_settings
 
 SPEED_DEDUP_WINDOW_S = 600
+
+
+def legacy_parse(records: Any) -> Any:
+    """The parse both layers used before they applied the whole contract (``from_json`` with the
+    derived schema, shape checks only), kept here as the baseline of ``--compare``."""
+    from pyspark.sql import functions as F
+
+    from contract.spark_schema import INVALID_COLUMN, event_schema, required_fields
+
+    schema = event_schema()
+    parsed = records.select(
+        F.from_json(F.col("value").cast("string"), schema).alias("e"),
+        F.col("value").alias("_raw"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("log_time"),
+    )
+    checks = [F.when(F.col("e").isNull(), F.lit("event: not a JSON object"))]
+    checks += [
+        F.when(F.col(f"e.{name}").isNull(), F.lit(f"{name}: missing or not of the contract's type"))
+        for name in required_fields()
+    ]
+    checks.append(F.when(F.col("e.schema_version") != F.lit(1), F.lit("schema_version: unsupported")))
+    reason = F.concat_ws("; ", *checks)
+    return parsed.select(
+        *[F.col(f"e.{name}").alias(name) for name in schema.fieldNames()],
+        "kafka_partition",
+        "kafka_offset",
+        "log_time",
+        "_raw",
+        F.when(reason == "", F.lit(None)).otherwise(reason).alias(INVALID_COLUMN),
+    )
+
+
+def current_parse(records: Any) -> Any:
+    from contract.spark_schema import parse_kafka_records
+
+    return parse_kafka_records(records)
 
 
 def make_input(settings: Settings, path: Path, records: int, console: Console) -> None:
@@ -76,16 +116,16 @@ def make_input(settings: Settings, path: Path, records: int, console: Console) -
     (path / "_SUCCESS").touch()
 
 
-def time_absorb(spark: Any, source: Path, out: Path) -> float:
+def time_absorb(spark: Any, source: Path, out: Path, parse: Any = current_parse) -> float:
     """Parse and write a segment, as ``MasterDataset.absorb`` does (its select, its layout)."""
     from pyspark.sql import functions as F
 
     from batch_layer.master import EVENT_COLUMNS, INVALID_PARTITION
-    from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
+    from contract.spark_schema import INVALID_COLUMN
 
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.monotonic()
-    parsed = parse_kafka_records(spark.read.parquet(str(source)))
+    parsed = parse(spark.read.parquet(str(source)))
     valid = F.col(INVALID_COLUMN).isNull()
     parsed.select(
         *EVENT_COLUMNS,
@@ -102,11 +142,11 @@ def time_absorb(spark: Any, source: Path, out: Path) -> float:
     return time.monotonic() - t0
 
 
-def time_stream(spark: Any, source: Path, checkpoint: Path) -> tuple[float, int]:
+def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current_parse) -> tuple[float, int]:
     """Parse and deduplicate as ``SpeedJob.stream`` does, micro-batches counted as ``process`` does."""
     from pyspark.sql import functions as F
 
-    from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
+    from contract.spark_schema import INVALID_COLUMN
     from speed_layer.job import DEDUP_COLUMN, KEEP_COLUMNS
 
     shutil.rmtree(checkpoint, ignore_errors=True)
@@ -120,7 +160,7 @@ def time_stream(spark: Any, source: Path, checkpoint: Path) -> tuple[float, int]
         df.unpersist()
 
     t0 = time.monotonic()
-    parsed = parse_kafka_records(spark.readStream.schema(schema).parquet(str(source)))
+    parsed = parse(spark.readStream.schema(schema).parquet(str(source)))
     valid = F.col(INVALID_COLUMN).isNull()
     dedup_key = F.when(valid, F.col("event_id")).otherwise(
         F.concat(F.lit("invalid:"), F.col("kafka_partition"), F.lit(":"), F.col("kafka_offset"))
@@ -149,6 +189,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--no-save", action="store_true", help="print only, do not write the result file")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="alternate with the pre-contract parse (legacy_parse) as baseline",
+    )
     args = parser.parse_args()
 
     from config.spark import spark_session
@@ -163,16 +208,24 @@ def main() -> None:
         "spark.sql.streaming.stateStore.providerClass",
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     )
-    absorb = [time_absorb(spark, source, work / "segment") for _ in range(args.repeat)]
-    streams = [time_stream(spark, source, work / "checkpoint") for _ in range(args.repeat)]
     per_million = 1_000_000 / args.records
-    result = {
-        "records": args.records,
-        "absorb_seconds_per_million": round(min(absorb) * per_million, 2),
-        "stream_seconds_per_million": round(min(t for t, _ in streams) * per_million, 2),
-        "stream_rows": streams[0][1],
-        "runs": {"absorb": [round(t, 2) for t in absorb], "stream": [round(t, 2) for t, _ in streams]},
-    }
+    result: dict[str, Any] = {"records": args.records}
+    # Before and after alternate within one session, so both see the same machine load.
+    parses = (
+        {"current": current_parse, "legacy": legacy_parse} if args.compare else {"current": current_parse}
+    )
+    runs: dict[str, dict[str, list[float]]] = {name: {"absorb": [], "stream": []} for name in parses}
+    for _ in range(args.repeat):
+        for name, parse in parses.items():
+            runs[name]["absorb"].append(time_absorb(spark, source, work / "segment", parse))
+            runs[name]["stream"].append(time_stream(spark, source, work / "checkpoint", parse)[0])
+    for name, times in runs.items():
+        for step, seconds in times.items():
+            result[f"{name}_{step}_seconds_per_million"] = round(min(seconds) * per_million, 2)
+    if args.compare:
+        for step in ("absorb", "stream"):
+            result[f"{step}_slowdown"] = round(min(runs["current"][step]) / min(runs["legacy"][step]), 3)
+    result["runs"] = {n: {k: [round(t, 2) for t in v] for k, v in t.items()} for n, t in runs.items()}
     console.print(result)
     if not args.no_save:
         write_result("contract", result)

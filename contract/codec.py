@@ -68,7 +68,11 @@ def decode(payload: bytes | str, bounds: TimeBounds | None = None, at: float | N
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise ContractError(f"event: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
     try:
-        return PageView.model_validate_json(payload, context={"bounds": bounds or bounds_from(), "at": at})
+        # The model's compiled validator directly: what model_validate_json calls, without its
+        # Python wrapper (a fifth of the cost of a record on the layers' hot path).
+        return PageView.__pydantic_validator__.validate_json(  # type: ignore[no-any-return]
+            payload, context={"bounds": bounds or bounds_from(), "at": at}
+        )
     except ValidationError as exc:
         raise ContractError(_reason(exc)) from None
 
