@@ -128,7 +128,7 @@ def raw_records(draw: st.DrawFn) -> tuple[bytes, datetime]:
             "visitor_id": draw(fine_ids),
             "url": draw(raw_urls()),
         }
-        fine = {
+        fine: dict[str, st.SearchStrategy[Any]] = {
             "referrer": st.one_of(raw_urls(), st.just("")),
             "user_agent": st.text(alphabet=string.printable.strip() + " \u00e9", max_size=40),
             "country": st.sampled_from(["us", "DE", "Fr", ""]),
@@ -143,10 +143,14 @@ def raw_records(draw: st.DrawFn) -> tuple[bytes, datetime]:
         "visitor_id": draw(st.one_of(st.text(alphabet=id_chars, min_size=1, max_size=12), identifiers)),
         "url": draw(st.one_of(raw_urls(), urls)),
     }
-    optional = {"referrer": st.one_of(urls, st.just("")), "user_agent": user_agents, "country": countries}
-    for name, strategy in optional.items():
+    optional: dict[str, st.SearchStrategy[Any]] = {
+        "referrer": st.one_of(urls, st.just("")),
+        "user_agent": user_agents,
+        "country": countries,
+    }
+    for name, option in optional.items():
         if draw(st.booleans()):
-            record[name] = draw(strategy)
+            record[name] = draw(option)
     if draw(st.integers(0, 4)) == 0:
         record["schema_version"] = draw(st.sampled_from([1, 2, "1", None, 1.0]))
     if draw(st.integers(0, 4)) == 0:
