@@ -140,6 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             services.ingest.close()
+            services.kafka.close()
             await services.redis.aclose()
             await services.mongo.close()
 

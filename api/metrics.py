@@ -7,12 +7,50 @@ ASGI rather than Starlette's BaseHTTPMiddleware, which costs a task and a queue 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class DeadLetters(Collector):
+    """Dead letters per source and field of the reason, from the last /v1/status snapshot.
+
+    ``lambda_layer_dead_letters``: what the batch layer (committed master segments) and the speed
+    layer (committed micro-batches) dead-lettered, each record once. ``lambda_dlq_records``: what
+    the DLQ topic holds by its headers, every source including ingest, repeats dropped by key.
+    """
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, Any] = {}
+
+    def update(self, snapshot: dict[str, Any]) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        layers = GaugeMetricFamily(
+            "lambda_layer_dead_letters",
+            "Records a layer dead-lettered (committed), by source and field of the reason.",
+            labels=["source", "reason"],
+        )
+        for source, name in (("batch-absorb", "batch_absorb"), ("speed-layer", "speed_layer")):
+            for reason, n in sorted((self.snapshot.get(name) or {}).items()):
+                layers.add_metric([source, reason], float(n))
+        yield layers
+        dlq = GaugeMetricFamily(
+            "lambda_dlq_records",
+            "Records read from the dead-letter topic, by source and field of the reason.",
+            labels=["source", "reason"],
+        )
+        for source, reasons in sorted((self.snapshot.get("in_dlq") or {}).items()):
+            for reason, n in sorted(reasons.items()):
+                dlq.add_metric([source, reason], float(n))
+        yield dlq
 
 
 class ApiMetrics:
@@ -37,6 +75,8 @@ class ApiMetrics:
             ["view"],
             registry=self.registry,
         )
+        self.dead_letters = DeadLetters()
+        self.registry.register(self.dead_letters)
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
         Gauge(name, doc, registry=self.registry).set_function(fn)

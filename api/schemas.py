@@ -341,6 +341,20 @@ class LogStatus(BaseModel):
     dlq_records: int = Field(description="Records in the dead-letter topic (end minus start offsets).")
 
 
+class DeadLettersStatus(BaseModel):
+    batch_absorb: dict[str, int] | None = Field(
+        description="Field of the reason -> records the batch layer dead-lettered (committed master "
+        "segments; each record once)."
+    )
+    speed_layer: dict[str, int] | None = Field(
+        description="Field of the reason -> records the speed layer dead-lettered (committed micro-batches)."
+    )
+    in_dlq: dict[str, dict[str, int]] | None = Field(
+        description="Source (ingest, batch-absorb, speed-layer) -> field of the reason -> records read "
+        "from the dead-letter topic; a crash repeat (same key) counts once."
+    )
+
+
 class StatusResponse(BaseModel):
     model_config = _examples(
         {
@@ -359,6 +373,15 @@ class StatusResponse(BaseModel):
                 "last_batch": {"rows": 1200, "seconds": 0.31},
             },
             "log": {"end_offsets": {"0": 2503134}, "dlq_records": 17},
+            "dead_letters": {
+                "batch_absorb": {"url": 3, "ts": 1},
+                "speed_layer": {"url": 3, "ts": 1},
+                "in_dlq": {
+                    "ingest": {"url": 5},
+                    "batch-absorb": {"url": 3, "ts": 1},
+                    "speed-layer": {"url": 3, "ts": 1},
+                },
+            },
             "errors": {},
         }
     )
@@ -366,6 +389,7 @@ class StatusResponse(BaseModel):
     served: ServedStatus | None
     speed: SpeedStatus | None
     log: LogStatus | None
+    dead_letters: DeadLettersStatus
     errors: dict[str, str] = Field(description="Component -> why its part of the status is missing.")
 
 

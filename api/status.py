@@ -24,10 +24,31 @@ def _parse_time(value: object) -> datetime | None:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t
 
 
+async def batch_dead_letters(services: Services) -> dict[str, int]:
+    """Per field of the reason, every record the batch layer dead-lettered: the invalid records of
+    the master dataset's committed segments (each once, whatever crashes repeated)."""
+    segments = services.mongo[services.settings.mongo_db]["master_segments"]
+    total: dict[str, int] = {}
+    async for doc in segments.find({}, {"invalid_reasons": 1}):
+        reasons = doc.get("invalid_reasons")
+        if isinstance(reasons, dict):
+            for name, n in reasons.items():
+                total[name] = total.get(name, 0) + int(n)
+    return total
+
+
+def _speed_dead_letters(stats: dict[str, object] | None) -> dict[str, int] | None:
+    reasons = stats.get("invalid_reasons_total") if stats else None
+    return {str(k): int(v) for k, v in reasons.items()} if isinstance(reasons, dict) else None
+
+
 async def collect_status(services: Services) -> dict[str, Any]:
     errors: dict[str, str] = {}
-    state_result, log_result = await asyncio.gather(
-        services.engine.state(), services.kafka.offsets(), return_exceptions=True
+    state_result, log_result, batch_letters = await asyncio.gather(
+        services.engine.state(),
+        services.kafka.offsets(),
+        asyncio.wait_for(batch_dead_letters(services), services.settings.api_kafka_timeout_s),
+        return_exceptions=True,
     )
     state: ServingState | None = None
     log: LogOffsets | None = None
@@ -77,7 +98,15 @@ async def collect_status(services: Services) -> dict[str, Any]:
             "last_batch": stats,
         }
     log_out = None if log is None else {"end_offsets": log.events_end, "dlq_records": log.dlq_records}
-    return {"served": served, "speed": speed, "log": log_out, "errors": errors}
+    if isinstance(batch_letters, BaseException):
+        errors.setdefault("mongodb", f"dead letters of the batch layer: {batch_letters!r}")
+    dead_letters = {
+        "batch_absorb": batch_letters if isinstance(batch_letters, dict) else None,
+        "speed_layer": _speed_dead_letters(state.speed_stats) if state is not None else None,
+        "in_dlq": log.dlq_by_source if log is not None else None,
+    }
+    services.metrics.dead_letters.update(dead_letters)
+    return {"served": served, "speed": speed, "log": log_out, "dead_letters": dead_letters, "errors": errors}
 
 
 async def _check(aw: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from config.settings import Settings
 from config.spark import SparkProgress, spark_session
 from generations.realtime import drop_generations, realtime_generations
 from generations.registry import Generation, GenerationRegistry
-from ingest.producer import EventProducer
+from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
 from views import View, all_views, compute, describe, fingerprint, input_columns
 
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DLQ_SOURCE = "batch-absorb"
+
 
 @dataclass
 class RunSummary:
@@ -48,6 +50,10 @@ class RunSummary:
     kind: str
     events_absorbed: int = 0
     invalid_records: int = 0
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+    """Records this run dead-lettered (source ``batch-absorb``), per field of their reason."""
+    dead_letters_total: dict[str, int] = field(default_factory=dict)
+    """Every record the batch layer has dead-lettered (the whole master dataset), per field."""
     view_days_recomputed: dict[str, int] = field(default_factory=dict)
     documents_written: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -142,13 +148,17 @@ class BatchJob:
                 gen.gen,
                 gen.cut,
                 log_start_offsets(s),
-                lambda payload, reason: dlq.dead_letter(payload, reason, "batch-absorb"),
+                lambda payload, reason, partition, offset: dlq.dead_letter(
+                    payload, reason, DLQ_SOURCE, dlq_key(DLQ_SOURCE, s.events_topic, partition, offset)
+                ),
             )
         dlq.flush()
         faults.checkpoint(s, "absorbed")
         if segment is not None:
             self.master.commit(segment)
             summary.events_absorbed, summary.invalid_records = segment.events, segment.invalid
+            summary.invalid_reasons = dict(segment.invalid_reasons)
+        summary.dead_letters_total = self.master.invalid_reasons()
         summary.seconds["absorb"] = time.monotonic() - t0
         log.info(
             "absorbed %d events (%d invalid) in %.1f s (%.0f events/s)",
@@ -205,6 +215,8 @@ class BatchJob:
         gen.stats = {
             "events_absorbed": summary.events_absorbed,
             "invalid_records": summary.invalid_records,
+            "invalid_reasons": summary.invalid_reasons,
+            "dead_letters_total": summary.dead_letters_total,
             "documents_written": summary.documents_written,
             "view_days_recomputed": summary.view_days_recomputed,
         }

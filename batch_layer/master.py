@@ -16,7 +16,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from pymongo.database import Database
 
 from config.settings import Settings
 from config.spark import hadoop_path
+from contract.codec import bounds_from, reason_field
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ class Segment:
     invalid: int
     days: list[str]
     committed_at: datetime
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+    """Invalid records per field of their reason (``reason_field``)."""
 
     def to_document(self) -> dict[str, Any]:
         return {
@@ -61,6 +64,7 @@ class Segment:
             "invalid": self.invalid,
             "days": self.days,
             "committed_at": self.committed_at,
+            "invalid_reasons": self.invalid_reasons,
         }
 
     @classmethod
@@ -74,6 +78,7 @@ class Segment:
             invalid=doc["invalid"],
             days=list(doc["days"]),
             committed_at=doc["committed_at"],
+            invalid_reasons=dict(doc.get("invalid_reasons") or {}),
         )
 
 
@@ -98,6 +103,15 @@ class MasterDataset:
                 end[p] = max(end.get(p, 0), to)
         return end
 
+    def invalid_reasons(self) -> dict[str, int]:
+        """Invalid records of the whole master dataset per field of their reason: what the batch
+        layer has dead-lettered, each record once whatever crashes repeated."""
+        total: dict[str, int] = {}
+        for segment in self.segments():
+            for name, n in segment.invalid_reasons.items():
+                total[name] = total.get(name, 0) + n
+        return total
+
     def days(self) -> list[str]:
         return sorted({d for s in self.segments() for d in s.days})
 
@@ -108,11 +122,13 @@ class MasterDataset:
         gen: int,
         cut: dict[int, int],
         log_start: dict[int, int],
-        dead_letter: Callable[[bytes, str], None],
+        dead_letter: Callable[[bytes, str, int, int], None],
     ) -> Segment | None:
         """Absorb [absorbed_until, cut) of every partition as one segment; None if nothing is new.
 
-        ``dead_letter(payload, reason)`` receives each record that does not parse.
+        ``dead_letter(payload, reason, partition, offset)`` receives each record that breaks the
+        contract, with the reason ingest would have given; it is called before the segment is
+        committed, so a crash in between calls it again for the same records on the next run.
         """
         from pyspark.sql import functions as F
 
@@ -148,7 +164,7 @@ class MasterDataset:
             .option("failOnDataLoss", "true")
             .load()
         )
-        parsed = parse_kafka_records(records)
+        parsed = parse_kafka_records(records, bounds_from(self.settings))
         valid = F.col(INVALID_COLUMN).isNull()
         rows = parsed.select(
             *EVENT_COLUMNS,
@@ -167,13 +183,17 @@ class MasterDataset:
         written = spark.read.parquet(path)
         per_day = {r["event_date"]: r["count"] for r in written.groupBy("event_date").count().collect()}
         invalid = per_day.pop(INVALID_PARTITION, 0)
+        reasons: dict[str, int] = {}
         if invalid:
             for r in (
                 written.where(F.col("event_date") == INVALID_PARTITION)
-                .select("raw", INVALID_COLUMN)
+                .select("raw", INVALID_COLUMN, "kafka_partition", "kafka_offset")
+                .orderBy("kafka_partition", "kafka_offset")
                 .collect()
             ):
-                dead_letter(bytes(r["raw"]), f"{r[INVALID_COLUMN]} (batch absorb)")
+                reason = r[INVALID_COLUMN]
+                reasons[reason_field(reason)] = reasons.get(reason_field(reason), 0) + 1
+                dead_letter(bytes(r["raw"]), reason, r["kafka_partition"], r["kafka_offset"])
         expected = sum(b - a for a, b in ranges.values())
         if sum(per_day.values()) + invalid != expected:
             raise AbsorbError(
@@ -189,6 +209,7 @@ class MasterDataset:
             invalid=invalid,
             days=sorted(per_day),
             committed_at=datetime.now(UTC),
+            invalid_reasons=reasons,
         )
 
     def commit(self, segment: Segment) -> None:

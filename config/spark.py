@@ -114,6 +114,11 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         for key, value in cluster_conf(settings).items():
             builder = builder.config(key, value)
+    else:
+        # The layers run the contract's own code in Python workers (contract.spark_schema): they
+        # must import this checkout whatever the driver's PYTHONPATH (a cluster gets the code with
+        # --py-files, docs/deployment.md).
+        builder = builder.config("spark.executorEnv.PYTHONPATH", str(Path(__file__).resolve().parent.parent))
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -16,11 +16,20 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from config.settings import Settings
 from contract import PageView, encode
+from contract.codec import reason_field
 
 log = logging.getLogger(__name__)
 
 DLQ_REASON_HEADER = "dlq.reason"
 DLQ_SOURCE_HEADER = "dlq.source"
+DLQ_KEY_HEADER = "dlq.key"
+
+
+def dlq_key(source: str, topic: str, partition: int, offset: int) -> str:
+    """The identity of a dead letter a layer sends for a record of the log: a crash can make a layer
+    send it again (docs/contract.md), and the repeat carries the same key, so a consumer of the DLQ
+    can drop it. Ingest's rejects never reached the log and have no key."""
+    return f"{source}:{topic}:{partition}:{offset}"
 
 
 @dataclass
@@ -36,7 +45,7 @@ class ProduceStats:
     def count_reject(self, reason: str) -> None:
         self.rejected += 1
         # Group by the field part of the reason ("url: ...") so the summary stays short.
-        key = reason.split(":", 1)[0]
+        key = reason_field(reason)
         self.reject_reasons[key] = self.reject_reasons.get(key, 0) + 1
 
 
@@ -65,7 +74,7 @@ class EventSink(Protocol):
 
     def add(self, event: PageView) -> int: ...
 
-    def dead_letter(self, payload: bytes, reason: str, source: str) -> None: ...
+    def dead_letter(self, payload: bytes, reason: str, source: str, key: str | None = None) -> None: ...
 
     def flush(self, timeout: float = 120.0) -> ProduceStats: ...
 
@@ -115,14 +124,20 @@ class EventProducer:
         """Queue one valid event; returns its index for :meth:`offsets`."""
         return self._produce(self.events_topic, encode(event), event.visitor_id.encode())
 
-    def dead_letter(self, payload: bytes, reason: str, source: str) -> None:
-        """Queue a rejected record with its original bytes and the reason it was rejected."""
+    def dead_letter(self, payload: bytes, reason: str, source: str, key: str | None = None) -> None:
+        """Queue a rejected record with its original bytes and the reason it was rejected.
+
+        ``key`` (:func:`dlq_key`) identifies a record of the log a layer rejects: it is the
+        message key and the ``dlq.key`` header, the same on every repeat of that dead letter.
+        """
         self.stats.count_reject(reason)
         headers: list[tuple[str, str | bytes | None]] = [
             (DLQ_REASON_HEADER, reason.encode()),
             (DLQ_SOURCE_HEADER, source.encode()),
         ]
-        self._produce(self.dlq_topic, payload, None, headers)
+        if key is not None:
+            headers.append((DLQ_KEY_HEADER, key.encode()))
+        self._produce(self.dlq_topic, payload, None if key is None else key.encode(), headers)
 
     def _produce(
         self,

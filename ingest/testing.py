@@ -29,7 +29,7 @@ class InMemorySink:
         self.stats.sent += 1
         return len(self.events) - 1
 
-    def dead_letter(self, payload: bytes, reason: str, source: str) -> None:
+    def dead_letter(self, payload: bytes, reason: str, source: str, key: str | None = None) -> None:
         self.stats.count_reject(reason)
         self.dead_letters.append(DeadLetter(payload, reason, source))
 

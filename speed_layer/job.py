@@ -46,10 +46,11 @@ from pymongo import MongoClient
 
 from config.settings import Settings
 from config.spark import hadoop_path, spark_session
+from contract.codec import bounds_from, reason_field
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
 from generations import keys
 from generations.registry import GenerationRegistry, Offsets
-from ingest.producer import EventProducer
+from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, offsets_for_time
 from speed_layer.sink import RealtimeSink
 from views import all_views, compute, fingerprint, input_columns
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUERY_NAME = "speed-layer"
+DLQ_SOURCE = "speed-layer"
 DEDUP_COLUMN = "_dedup"
 LOG_COLUMNS = ("kafka_partition", "kafka_offset")
 REDIS_RETRY_S = 120.0
@@ -76,6 +78,8 @@ class BatchReport:
     batch_id: int
     rows: int = 0
     invalid: int = 0
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+    """Records dead-lettered in this batch, per field of their reason."""
     keys_written: int = 0
     generations: list[int] = field(default_factory=list)
     seconds: float = 0.0
@@ -166,7 +170,7 @@ class SpeedJob:
         )
         if s.speed_max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(s.speed_max_offsets_per_trigger))
-        parsed = parse_kafka_records(reader.load())
+        parsed = parse_kafka_records(reader.load(), bounds_from(s))
         valid = F.col(INVALID_COLUMN).isNull()
         # An invalid record has no trustworthy event_id: it gets a key of its own and is never
         # taken for a duplicate.
@@ -267,12 +271,15 @@ class SpeedJob:
             invalid = df.where(F.col(INVALID_COLUMN).isNotNull())
             report.invalid = invalid.count() if report.rows else 0
             if report.invalid:
-                for r in invalid.select("_raw", INVALID_COLUMN).collect():
-                    self.dlq.dead_letter(
-                        bytes(r["_raw"]), f"{r[INVALID_COLUMN]} (speed layer)", "speed-layer"
-                    )
-                # Dead letters go out before the commit: a crash in between re-sends them
-                # (at least once) rather than losing them.
+                topic = self.settings.events_topic
+                for r in invalid.select("_raw", INVALID_COLUMN, "kafka_partition", "kafka_offset").collect():
+                    reason = r[INVALID_COLUMN]
+                    name = reason_field(reason)
+                    report.invalid_reasons[name] = report.invalid_reasons.get(name, 0) + 1
+                    key = dlq_key(DLQ_SOURCE, topic, r["kafka_partition"], r["kafka_offset"])
+                    self.dlq.dead_letter(bytes(r["_raw"]), reason, DLQ_SOURCE, key)
+                # Dead letters go out before the commit: a crash in between re-sends them (at least
+                # once, under the same key) rather than losing them.
                 self.dlq.flush()
             valid = df.where(F.col(INVALID_COLUMN).isNull()) if report.rows else None
             report.keys_written, report.generations = self._commit(
@@ -335,6 +342,9 @@ class SpeedJob:
                     sink.read_sketches(self.redis)
                     previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
                     counted = {g: self._counted_views(pipe, g) for g in active}
+                    reasons_total = dict(previous.get("invalid_reasons_total") or {})
+                    for name, n in report.invalid_reasons.items():
+                        reasons_total[name] = int(reasons_total.get(name, 0)) + n
                     pipe.multi()
                     written = sink.flush(pipe)
                     for g, marks in counted.items():
@@ -350,6 +360,8 @@ class SpeedJob:
                                 "seconds": round(time.monotonic() - report.started, 3),
                                 "lag": {str(p): n for p, n in self._lag.items()},
                                 "invalid_total": int(previous.get("invalid_total", 0)) + report.invalid,
+                                "invalid_reasons": report.invalid_reasons,
+                                "invalid_reasons_total": reasons_total,
                                 "generations": sorted(active),
                             }
                         ),

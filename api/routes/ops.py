@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from fastapi import APIRouter, Response
 
 from api import render
@@ -15,7 +17,8 @@ router = APIRouter(tags=["operations"])
 @router.get("/v1/status", response_model=StatusResponse, summary="Served generation, speed layer, log")
 async def status(services: ServicesDep) -> render.JsonBytes:
     """The served generation (cut, age), the speed layer's committed offsets, lag per partition and
-    last micro-batch, the log's end offsets and the DLQ size. A store that does not answer is
+    last micro-batch, the log's end offsets and the DLQ size, and the dead letters per source and
+    per field of their reason. A store that does not answer is
     listed under `errors`; the rest is still reported."""
     return render.json_response(await collect_status(services))
 
@@ -43,4 +46,8 @@ async def readyz(services: ServicesDep) -> render.JsonBytes:
     summary="Prometheus metrics",
 )
 async def metrics(services: ServicesDep) -> Response:
+    # The dead-letter figures come from the stores: refreshed per scrape, as /v1/status reads them;
+    # a store that does not answer leaves the last figures (and /v1/status says why).
+    with contextlib.suppress(Exception):
+        await collect_status(services)
     return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

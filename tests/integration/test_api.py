@@ -77,6 +77,10 @@ def test_answers_match_the_recount_and_the_response_models(served: Served) -> No
         }
         assert set(status["speed"]["lag"].values()) == {0}
         assert status["log"]["dlq_records"] > 0  # the generator sends malformed records
+        in_dlq = status["dead_letters"]["in_dlq"]
+        assert (
+            in_dlq["ingest"] and sum(sum(r.values()) for r in in_dlq.values()) == status["log"]["dlq_records"]
+        )
         assert status["errors"] == {}
 
 

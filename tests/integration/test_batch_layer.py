@@ -14,6 +14,7 @@ import pytest
 from batch_layer.diff import diff_generations
 from batch_layer.job import BatchJob
 from config.settings import Settings
+from contract import ContractError, decode
 from tests.conftest import ROOT
 from tests.integration.conftest import (
     assert_matches_oracle,
@@ -180,7 +181,7 @@ def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counte
     only valid events."""
     from confluent_kafka import Producer
 
-    from ingest.producer import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
+    from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
     from tests.integration.test_ingest_kafka import consume_all
 
     events = produce(platform, traffic(seed=6, total=2_000, span_hours=5, malformed_fraction=0.0))
@@ -198,7 +199,11 @@ def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counte
     for m in rejects:
         headers = dict(m.headers())
         assert headers[DLQ_SOURCE_HEADER] == b"batch-absorb"
-        assert headers[DLQ_REASON_HEADER].decode().endswith("(batch absorb)")
+        assert headers[DLQ_KEY_HEADER].decode().startswith(f"batch-absorb:{platform.events_topic}:")
     reasons = {m.value(): dict(m.headers())[DLQ_REASON_HEADER].decode() for m in rejects}
-    assert reasons[b'{"schema_version":7}'].startswith("event_id: missing")
-    assert "ts: missing" in reasons[b'{"event_id":"x1","visitor_id":"v"}']
+    for value, reason in reasons.items():  # the reason ingest gives, word for word
+        with pytest.raises(ContractError) as rejected:
+            decode(value or b"")
+        assert reason == rejected.value.reason
+    assert "schema_version: " in reasons[b'{"schema_version":7}']
+    assert "ts: Field required" in reasons[b'{"event_id":"x1","visitor_id":"v"}']

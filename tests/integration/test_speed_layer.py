@@ -23,9 +23,9 @@ from confluent_kafka import Producer
 
 from batch_layer.job import BatchJob
 from config.settings import Settings
-from contract import PageView, encode
+from contract import ContractError, PageView, decode, encode
 from generations import keys
-from ingest.producer import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
+from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from ingest.topics import log_end_offsets
 from speed_layer.job import SpeedJob
 from stack import control
@@ -175,7 +175,11 @@ def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings
         if dict(m.headers())[DLQ_SOURCE_HEADER] == b"speed-layer"
     ]
     assert sorted(m.value() or b"" for m in rejects) == sorted(BAD_RECORDS)
-    assert all(dict(m.headers())[DLQ_REASON_HEADER].decode().endswith("(speed layer)") for m in rejects)
+    for m in rejects:  # the reason ingest gives, and a key naming the record's log position
+        with pytest.raises(ContractError) as rejected:
+            decode(m.value())
+        assert dict(m.headers())[DLQ_REASON_HEADER].decode() == rejected.value.reason
+        assert dict(m.headers())[DLQ_KEY_HEADER].decode().startswith(f"speed-layer:{platform.events_topic}:")
 
     # A second run over the same checkpoint finds nothing new and changes nothing.
     before = realtime_documents(platform, gen)
