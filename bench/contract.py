@@ -147,7 +147,8 @@ def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current
     from pyspark.sql import functions as F
 
     from contract.spark_schema import INVALID_COLUMN
-    from speed_layer.job import DEDUP_COLUMN, KEEP_COLUMNS
+    from speed_layer.job import DEDUP_COLUMN, LOG_COLUMNS
+    from views import all_views, input_columns
 
     shutil.rmtree(checkpoint, ignore_errors=True)
     schema = spark.read.parquet(str(source)).schema
@@ -167,7 +168,8 @@ def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current
     )
     query = (
         parsed.select(
-            *KEEP_COLUMNS,
+            *input_columns(all_views(), spark),
+            *LOG_COLUMNS,
             "log_time",
             INVALID_COLUMN,
             F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),

@@ -102,6 +102,10 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         # event_date partitions stay strings ("2026-11-21", "invalid"), never inferred as dates.
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
+        # The shared pass's HLL aggregation holds one sketch per (view, key, day, hour) of a
+        # partition; past 128 of them (the default) Spark sorts the rest instead. Measured on 1M
+        # events, five dimensions: that aggregation 8.1 s at 128 keys, 4.3 s at 2^18 (docs/views.md).
+        .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "262144")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )

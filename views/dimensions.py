@@ -94,5 +94,6 @@ declare(
         _device,
         "Device class from the user agent: desktop, mobile, tablet, bot or (unknown).",
         examples=("desktop", "mobile", "tablet", "bot"),
+        once_per_value=True,
     )
 )

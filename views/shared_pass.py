@@ -1,20 +1,18 @@
-"""The one shared aggregation pass: every declared dimension from the same events, one shuffle.
+"""The one shared aggregation pass: every declared dimension from the same events, one event shuffle.
 
 Both layers call :func:`view_rows`: the batch layer over the master dataset's days, the speed layer
 over each micro-batch (with the generation as an extra grouping column). The stages:
 
-1. :func:`explode_dimensions`: one row per (event, dimension) with the dimension's stored key.
-2. :func:`count_visits`: one shuffle, by (view, key, day); each event once per (view, key, day,
-   event_id), because a duplicate is the same event sent again and has the same key and day; then
-   page views per (view, key, day, hour, visitor). Both group by supersets of the shuffle's
-   columns, so Spark adds no exchange.
-3. :func:`aggregate`: hourly and daily page views, exact distinct visitors and HLL sketches, again
-   grouped by supersets of the shuffle's columns, joined on them without another exchange.
+1. :func:`keyed_events`: every dimension's stored key per event, computed before anything moves.
+2. :func:`count_visits`: the one shuffle of events, by visitor. Inside each partition: duplicates
+   dropped, one row per (dimension, level) with level an hour or the whole day, page views per
+   (view, key, day, level, visitor).
+3. :func:`aggregate`: per (view, key, day, level) page views, exact distinct visitors and the HLL
+   sketch, partially aggregated per partition (exact, since a visitor lives in one partition) and
+   then exchanged as aggregates; then one row per (view, key, day) with its hours.
 
-So the number of shuffles does not grow with the number of dimensions: adding one adds rows to the
-same shuffle. Exact distinct counts and HLL sketches come from the (key, hour, visitor)
-pre-aggregate, which measured twice as fast as one aggregation over raw events, at a third of the
-memory (docs/views.md, docs/design.md).
+So the number of shuffles does not grow with the number of dimensions: adding one adds rows inside
+the same stages. docs/views.md has the measured costs behind each choice.
 
 Output, one row per (extra columns, view, key, UTC day), the shape of :mod:`views.rows` plus
 ``view``.
@@ -28,68 +26,120 @@ from typing import TYPE_CHECKING
 from views.dimension import Dimension, FunctionView, View
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-STAGES = ("explode_dimensions", "count_visits", "aggregate")
+STAGES = ("keyed_events", "count_visits", "aggregate")
 """The stage functions, by name: the fingerprint hashes their live source."""
 
 
-def explode_dimensions(events: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
-    """(by..., view, key, day, hour, visitor_id, event_id): one row per event and dimension."""
+def keyed_events(events: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+    """(by..., day, hour, visitor_id, event_id, k0..kN): every dimension's stored key, per event.
+
+    Keys are computed before the shuffle so that it moves short keys, not the raw fields they come
+    from (a user agent alone is longer than all the keys together). A dimension declared
+    ``once_per_value`` gets its key from a broadcast table of the distinct values of the fields it
+    reads (:func:`_key_per_value`)."""
     from pyspark.sql import functions as F
 
-    entries = F.array(
-        *[F.struct(F.lit(d.name).alias("view"), d.stored_key().alias("key")) for d in dimensions]
-    )
+    keys = []
+    for i, d in enumerate(dimensions):
+        if d.once_per_value:
+            events = _key_per_value(events, d, f"_v{i}")
+            keys.append(d.stored_key(F.col(f"_v{i}")).alias(f"_k{i}"))
+        else:
+            keys.append(d.stored_key().alias(f"_k{i}"))
     return events.select(
         *by,
         F.date_format("ts", "yyyy-MM-dd").alias("day"),
         F.hour("ts").alias("hour"),
         "visitor_id",
         "event_id",
-        F.explode(entries).alias("d"),
-    ).select(*by, "d.view", "d.key", "day", "hour", "visitor_id", "event_id")
+        *keys,
+    )
 
 
-def count_visits(rows: DataFrame, by: Sequence[str]) -> DataFrame:
-    """Deduplicated page views per (by..., view, key, day, hour, visitor): the one shuffle."""
+def _key_per_value(events: DataFrame, dimension: Dimension, name: str) -> DataFrame:
+    """``events`` plus column ``name``: the dimension's key, evaluated once per distinct value of
+    the fields it reads and joined back on them (null-safe, so a missing field finds its row)."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    group = [*by, "view", "key", "day"]
+    fields = dimension.key_columns(events)
+    table = (
+        events.select(*fields)
+        .distinct()
+        .select(*[F.col(f).alias(f"{name}_{f}") for f in fields], dimension.key().alias(name))
+    )
+    on = reduce(lambda a, b: a & b, [F.col(f).eqNullSafe(F.col(f"{name}_{f}")) for f in fields])
+    return events.join(F.broadcast(table), on, "left").drop(*[f"{name}_{f}" for f in fields])
+
+
+DAY = 24
+"""The level of a day's totals, beside the hours 0-23 (:func:`count_visits`)."""
+
+
+def count_visits(keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+    """Deduplicated page views per (by..., view, key, day, level, visitor), level an hour or DAY.
+
+    The one shuffle of events: they move once, partitioned by visitor. A duplicate is the same
+    event sent again (same event_id, same fields, hence the same visitor, day and keys): dropping
+    duplicates, exploding to one row per dimension and level, and counting per visitor all happen
+    inside the partition. Every visitor's
+    rows stay in one partition, so the per-partition partial counts and sketches of
+    :func:`aggregate` add up exactly. Each visitor counts once at the DAY level however many hours
+    they were active in: that is the day's exact distinct count, without a second pass or a join.
+    """
+    from pyspark.sql import functions as F
+
+    entries = F.array(
+        *[
+            F.struct(F.lit(d.name).alias("view"), F.col(f"_k{i}").alias("key"))
+            for i, d in enumerate(dimensions)
+        ]
+    )
     return (
-        rows.repartition(*group)
-        .dropDuplicates([*group, "event_id"])
-        .groupBy(*group, "hour", "visitor_id")
+        keyed.repartition("visitor_id")
+        .distinct()
+        .select(
+            *by,
+            "day",
+            F.explode(F.array(F.col("hour"), F.lit(DAY))).alias("level"),
+            "visitor_id",
+            F.explode(entries).alias("d"),
+        )
+        .groupBy(*by, "d.view", "d.key", "day", "level", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))
     )
 
 
 def aggregate(visits: DataFrame, by: Sequence[str], lg_k: int) -> DataFrame:
-    """View rows from the per-visitor counts: the day's totals and its hours (views.rows)."""
+    """View rows from the per-visitor counts: the day's totals and its hours (views.rows).
+
+    Per (key, day, level): page views, distinct visitors (rows, each visitor once) and the HLL
+    sketch, partially aggregated in each partition (exact: a visitor lives in one partition) before
+    the exchange; then one row per (key, day) with the DAY level as the day's totals and the hours
+    as its list."""
     from pyspark.sql import functions as F
 
     group = [*by, "view", "key", "day"]
-    hourly = (
-        visits.groupBy(*group, "hour")
-        .agg(
-            F.sum("n").alias("pv"),
-            F.count(F.lit(1)).alias("uv"),
-            F.hll_sketch_agg("visitor_id", lg_k).alias("sk"),
-        )
-        .groupBy(*group)
-        .agg(F.sort_array(F.collect_list(F.struct("hour", "pv", "uv", "sk"))).alias("hours"))
+    levels = visits.groupBy(*group, "level").agg(
+        F.sum("n").alias("pv"),
+        F.count(F.lit(1)).alias("uv"),
+        F.hll_sketch_agg("visitor_id", lg_k).alias("sk"),
     )
-    daily = (
-        visits.groupBy(*group, "visitor_id")
-        .agg(F.sum("n").alias("n"))
-        .groupBy(*group)
-        .agg(
-            F.sum("n").alias("pv"),
-            F.count(F.lit(1)).alias("uv"),
-            F.hll_sketch_agg("visitor_id", lg_k).alias("sk"),
-        )
+    is_day = F.col("level") == DAY
+
+    def day_total(name: str) -> Column:
+        return F.max(F.when(is_day, F.col(name))).alias(name)
+
+    hour = F.struct(F.col("level").alias("hour"), "pv", "uv", "sk")
+    return levels.groupBy(*group).agg(
+        day_total("pv"),
+        day_total("uv"),
+        F.first(F.when(is_day, F.col("sk")), ignorenulls=True).alias("sk"),
+        F.sort_array(F.collect_list(F.when(~is_day, hour))).alias("hours"),
     )
-    return daily.join(hourly, group).select(*group, "pv", "uv", "sk", "hours")
 
 
 def view_rows(
@@ -99,7 +149,7 @@ def view_rows(
     ``by`` columns), grouped by ``by`` too."""
     if not dimensions:
         raise ValueError("view_rows needs at least one dimension")
-    return aggregate(count_visits(explode_dimensions(events, dimensions, by), by), by, lg_k)
+    return aggregate(count_visits(keyed_events(events, dimensions, by), dimensions, by), by, lg_k)
 
 
 def compute(events: DataFrame, views: Sequence[View], lg_k: int, by: Sequence[str] = ()) -> DataFrame:

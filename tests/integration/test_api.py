@@ -79,7 +79,7 @@ def test_answers_match_the_recount_and_the_response_models(served: Served) -> No
         assert status["log"]["dlq_records"] > 0  # the generator sends malformed records
         in_dlq = status["dead_letters"]["in_dlq"]
         assert (
-            in_dlq["ingest"] and sum(sum(r.values()) for r in in_dlq.values()) == status["log"]["dlq_records"]
+            in_dlq["test"] and sum(sum(r.values()) for r in in_dlq.values()) == status["log"]["dlq_records"]
         )
         assert status["errors"] == {}
 

@@ -199,7 +199,7 @@ def test_records_that_bypassed_ingest_are_judged_by_the_whole_contract_in_both_l
         assert_dead_lettered_once_each(platform, "batch-absorb", invalid_1)
 
         # Canonical URLs only: the odd spellings count under the URL ingest would have produced.
-        url_keys = {key for key, _ in served_documents(platform)["url_traffic"]}
+        url_keys = {key for key, _ in served_documents(platform)["page"]}
         assert {decode(p).url for p in valid_1} <= url_keys
         assert "https://shop.example.com/p/4" in url_keys
         assert all(normalize_url(k) == k for k in url_keys)
