@@ -36,6 +36,27 @@ INVALID_PARTITION = "invalid"
 EVENT_COLUMNS = ("event_id", "ts", "visitor_id", "url", "referrer", "user_agent", "country")
 
 
+def segment_rows(parsed: DataFrame) -> DataFrame:
+    """A segment's rows from the parsed log (``parse_kafka_records``): the events with their log
+    position, partitioned by event date; invalid records in the ``invalid`` partition with their
+    raw bytes and reason, for the dead-letter topic."""
+    from pyspark.sql import functions as F
+
+    valid = F.col(INVALID_COLUMN).isNull()
+    return parsed.select(
+        *EVENT_COLUMNS,
+        "schema_version",
+        "kafka_partition",
+        "kafka_offset",
+        "log_time",
+        F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("raw"),
+        INVALID_COLUMN,
+        F.when(valid, F.date_format("ts", "yyyy-MM-dd"))
+        .otherwise(F.lit(INVALID_PARTITION))
+        .alias("event_date"),
+    )
+
+
 class AbsorbError(RuntimeError):
     pass
 
@@ -164,20 +185,7 @@ class MasterDataset:
             .option("failOnDataLoss", "true")
             .load()
         )
-        parsed = parse_kafka_records(records, bounds_from(self.settings))
-        valid = F.col(INVALID_COLUMN).isNull()
-        rows = parsed.select(
-            *EVENT_COLUMNS,
-            "schema_version",
-            "kafka_partition",
-            "kafka_offset",
-            "log_time",
-            F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("raw"),
-            INVALID_COLUMN,
-            F.when(valid, F.date_format("ts", "yyyy-MM-dd"))
-            .otherwise(F.lit(INVALID_PARTITION))
-            .alias("event_date"),
-        )
+        rows = segment_rows(parse_kafka_records(records, bounds_from(self.settings)))
         rows.write.partitionBy("event_date").mode("errorifexists").parquet(path)
 
         written = spark.read.parquet(path)

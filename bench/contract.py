@@ -118,36 +118,17 @@ def make_input(settings: Settings, path: Path, records: int, console: Console) -
 
 def time_absorb(spark: Any, source: Path, out: Path, parse: Any = current_parse) -> float:
     """Parse and write a segment, as ``MasterDataset.absorb`` does (its select, its layout)."""
-    from pyspark.sql import functions as F
-
-    from batch_layer.master import EVENT_COLUMNS, INVALID_PARTITION
-    from contract.spark_schema import INVALID_COLUMN
+    from batch_layer.master import segment_rows
 
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.monotonic()
-    parsed = parse(spark.read.parquet(str(source)))
-    valid = F.col(INVALID_COLUMN).isNull()
-    parsed.select(
-        *EVENT_COLUMNS,
-        "schema_version",
-        "kafka_partition",
-        "kafka_offset",
-        "log_time",
-        F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("raw"),
-        INVALID_COLUMN,
-        F.when(valid, F.date_format("ts", "yyyy-MM-dd"))
-        .otherwise(F.lit(INVALID_PARTITION))
-        .alias("event_date"),
-    ).write.partitionBy("event_date").parquet(str(out))
+    segment_rows(parse(spark.read.parquet(str(source)))).write.partitionBy("event_date").parquet(str(out))
     return time.monotonic() - t0
 
 
 def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current_parse) -> tuple[float, int]:
     """Parse and deduplicate as ``SpeedJob.stream`` does, micro-batches counted as ``process`` does."""
-    from pyspark.sql import functions as F
-
-    from contract.spark_schema import INVALID_COLUMN
-    from speed_layer.job import DEDUP_COLUMN, LOG_COLUMNS
+    from speed_layer.job import deduplicated
     from views import all_views, input_columns
 
     shutil.rmtree(checkpoint, ignore_errors=True)
@@ -162,21 +143,8 @@ def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current
 
     t0 = time.monotonic()
     parsed = parse(spark.readStream.schema(schema).parquet(str(source)))
-    valid = F.col(INVALID_COLUMN).isNull()
-    dedup_key = F.when(valid, F.col("event_id")).otherwise(
-        F.concat(F.lit("invalid:"), F.col("kafka_partition"), F.lit(":"), F.col("kafka_offset"))
-    )
     query = (
-        parsed.select(
-            *input_columns(all_views(), spark),
-            *LOG_COLUMNS,
-            "log_time",
-            INVALID_COLUMN,
-            F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),
-            dedup_key.alias(DEDUP_COLUMN),
-        )
-        .withWatermark("log_time", f"{SPEED_DEDUP_WINDOW_S} seconds")
-        .dropDuplicatesWithinWatermark([DEDUP_COLUMN])
+        deduplicated(parsed, input_columns(all_views(), spark), SPEED_DEDUP_WINDOW_S)
         .writeStream.foreachBatch(count)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)

@@ -56,6 +56,8 @@ from speed_layer.sink import RealtimeSink
 from views import all_views, compute, fingerprint, input_columns
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
@@ -155,7 +157,6 @@ class SpeedJob:
     # --- the query ---------------------------------------------------------------------------------
     def stream(self, start: Offsets | None) -> DataFrame:
         """Parsed, deduplicated events of `events`, with their partition and offset."""
-        from pyspark.sql import functions as F
 
         s = self.settings
         topic = s.events_topic
@@ -171,25 +172,7 @@ class SpeedJob:
         if s.speed_max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(s.speed_max_offsets_per_trigger))
         parsed = parse_kafka_records(reader.load(), bounds_from(s))
-        valid = F.col(INVALID_COLUMN).isNull()
-        # An invalid record has no trustworthy event_id: it gets a key of its own and is never
-        # taken for a duplicate.
-        dedup_key = F.when(valid, F.col("event_id")).otherwise(
-            F.concat(F.lit("invalid:"), F.col("kafka_partition"), F.lit(":"), F.col("kafka_offset"))
-        )
-        # Only what the views and the dead-letter path need crosses the dedup shuffle.
-        return (
-            parsed.select(
-                *self.input_columns,
-                *LOG_COLUMNS,
-                "log_time",
-                INVALID_COLUMN,
-                F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),
-                dedup_key.alias(DEDUP_COLUMN),
-            )
-            .withWatermark("log_time", f"{s.speed_dedup_window_s} seconds")
-            .dropDuplicatesWithinWatermark([DEDUP_COLUMN])
-        )
+        return deduplicated(parsed, self.input_columns, s.speed_dedup_window_s)
 
     def start(self, available_now: bool = False) -> StreamingQuery:
         # The dedup state holds one key per event of the window: RocksDB keeps it off the JVM heap
@@ -428,6 +411,32 @@ class SpeedJob:
             raise RuntimeError(f"Redis unreachable for {REDIS_RETRY_S:.0f} s: {exc}") from exc
         log.warning("Redis unreachable (%s); retrying", exc)
         time.sleep(1.0)
+
+
+def deduplicated(parsed: DataFrame, columns: Sequence[str], window_s: int) -> DataFrame:
+    """The parsed stream with each event once within ``window_s`` of log-append time, keeping only
+    ``columns`` (what the views read) and what the dead-letter path needs."""
+    from pyspark.sql import functions as F
+
+    valid = F.col(INVALID_COLUMN).isNull()
+    # An invalid record has no trustworthy event_id: it gets a key of its own and is never
+    # taken for a duplicate.
+    dedup_key = F.when(valid, F.col("event_id")).otherwise(
+        F.concat(F.lit("invalid:"), F.col("kafka_partition"), F.lit(":"), F.col("kafka_offset"))
+    )
+    # Only what the views and the dead-letter path need crosses the dedup shuffle.
+    return (
+        parsed.select(
+            *columns,
+            *LOG_COLUMNS,
+            "log_time",
+            INVALID_COLUMN,
+            F.when(valid, F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),
+            dedup_key.alias(DEDUP_COLUMN),
+        )
+        .withWatermark("log_time", f"{window_s} seconds")
+        .dropDuplicatesWithinWatermark([DEDUP_COLUMN])
+    )
 
 
 def already_committed(commit: keys.SpeedCommit, batch_id: int, prev_offsets: Offsets | None) -> bool:
