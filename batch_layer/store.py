@@ -26,7 +26,7 @@ from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
 from stack.ferretdb_workaround import ensure_id_indexes
-from views.rows import document_id, row_to_document
+from views.rows import row_to_document
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -165,9 +165,6 @@ class BatchViewStore:
         for i in range(0, len(rankings), WRITE_BATCH):
             _insert_ignoring_duplicates(self.db[name], rankings[i : i + WRITE_BATCH])
         return len(written)
-
-    def read(self, view: str, gen: int, key: str, day: str) -> dict[str, Any] | None:
-        return self.db[collection_name(view, gen)].find_one({"_id": document_id(key, day)})
 
     def read_ranking(self, view: str, gen: int, day: str) -> list[tuple[str, int]] | None:
         """The day's keys by page views, or None if the collection holds no ranking for it."""

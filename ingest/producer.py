@@ -188,13 +188,9 @@ class EventProducer:
             raise TimeoutError(f"{remaining} records still unacknowledged after {timeout:.0f} s")
         return self.stats
 
-    def offsets(self, index: int) -> tuple[int, int] | None:
-        """(partition, offset) of an acknowledged record, with ``report_offsets`` on."""
-        return self._offsets.get(index)
-
     def take_offsets(self, index: int) -> tuple[int, int] | None:
-        """Like :meth:`offsets`, and forgets the record: a long-lived producer (the API's) must
-        not keep every offset it ever reported."""
+        """(partition, offset) of an acknowledged record, with ``report_offsets`` on, forgotten once
+        taken: a long-lived producer (the API's) must not keep every offset it ever reported."""
         return self._offsets.pop(index, None)
 
     def poll(self, timeout: float = 0.0) -> None:

@@ -40,15 +40,6 @@ def decode_token(token: str, param: str = "after") -> Offsets:
     return offsets
 
 
-def merge_offsets(*offsets: Offsets) -> Offsets:
-    """Per partition, the highest offset (the token that covers several writes)."""
-    out: Offsets = {}
-    for o in offsets:
-        for p, v in o.items():
-            out[p] = max(out.get(p, 0), v)
-    return out
-
-
 def pending(required: Offsets, cut: Offsets, committed: Offsets | None) -> Offsets:
     """Partitions (with the offset still missing) that neither the cut nor the commit covers."""
     committed = committed or {}

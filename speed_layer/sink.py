@@ -54,9 +54,6 @@ class RealtimeSink:
         self._ranks[keys.realtime_rank_key(gen, view, row["day"])][row["key"]] += int(row["pv"])
         self._gens.add(gen)
 
-    def __len__(self) -> int:
-        return len(self._pending)
-
     def read_sketches(self, client: redis.Redis) -> None:
         """Fetch the stored sketches this batch will union into, in one pipelined round trip."""
         wanted = [(key, list(p.sketches)) for key, p in self._pending.items()]
