@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Query, Request
@@ -25,7 +25,7 @@ from api.events import EventIngest
 from api.kafka import KafkaProbe
 from api.metrics import ApiMetrics
 from config.settings import Settings
-from contract import normalize_url, site_of
+from contract import normalize_url, site_of, utc
 from serving_layer import (
     SITE_VIEW,
     URL_VIEW,
@@ -195,19 +195,14 @@ def target_of(url: str | None, site: str | None) -> tuple[str, str]:
     raise InvalidQuery("url", "give url (one page) or site (site-wide)")
 
 
-def _utc(value: datetime) -> datetime:
-    """Naive times are UTC; aware ones are converted to UTC."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 def time_range(settings: Settings, params: RangeParams, default_days: int = 1) -> tuple[datetime, datetime]:
     """The checked ``[start, end)`` of a query, with the defaults filled in."""
     end = (
-        _utc(params.to)
+        utc.as_utc(params.to)
         if params.to is not None
-        else datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + HOUR
+        else utc.now().replace(minute=0, second=0, microsecond=0) + HOUR
     )
-    start = _utc(params.from_) if params.from_ is not None else end - timedelta(days=default_days)
+    start = utc.as_utc(params.from_) if params.from_ is not None else end - timedelta(days=default_days)
     check_range(start, end, settings.api_max_range_days)
     return start, end
 

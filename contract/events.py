@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
+from contract import utc
+
 SCHEMA_VERSION: Literal[1] = 1
 
 FIELD_RULE_ERROR = "field_rule"
@@ -71,17 +73,6 @@ def normalize_url(raw: str) -> str:
     if len(normalized) > MAX_URL_LENGTH:
         raise ValueError(f"is longer than {MAX_URL_LENGTH} characters")
     return normalized
-
-
-_EPOCH_ORDINAL = datetime(1970, 1, 1).toordinal()
-
-
-def utc_epoch_seconds(ts: datetime) -> float:
-    """``ts.timestamp()`` of a datetime whose UTC offset is zero, to the same float, at half the cost
-    (pydantic's tzinfo makes ``timestamp()`` slow): the exact microseconds over 10**6, as CPython
-    computes it."""
-    seconds = (ts.toordinal() - _EPOCH_ORDINAL) * 86400 + ts.hour * 3600 + ts.minute * 60 + ts.second
-    return (seconds * 1_000_000 + ts.microsecond) / 1_000_000
 
 
 def site_of(url: str) -> str:
@@ -171,7 +162,7 @@ class PageView(BaseModel):
         bounds = context.get("bounds")
         try:
             (bounds if isinstance(bounds, TimeBounds) else _DEFAULT_BOUNDS).check_epoch(
-                utc_epoch_seconds(ts), context.get("at")
+                utc.epoch_seconds(ts), context.get("at")
             )
         except ValueError as exc:
             raise _field_error("ts", exc) from None

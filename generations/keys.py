@@ -12,18 +12,21 @@ SERVED = "lambda:gen:served"
 SPEED_COMMIT = "lambda:speed:commit"
 """JSON {"batch_id": n, "offsets": {partition: end offset}}: the speed layer's last commit."""
 
+Offsets = dict[int, int]
+"""Kafka offsets of the events topic by partition: a cut, a commit's end, a log end."""
+
 
 @dataclass(frozen=True)
 class SpeedCommit:
     batch_id: int = -1
-    offsets: dict[int, int] = field(default_factory=dict)
+    offsets: Offsets = field(default_factory=dict)
 
 
-def encode_active(active: dict[int, dict[int, int]]) -> str:
+def encode_active(active: dict[int, Offsets]) -> str:
     return json.dumps({str(g): {str(p): o for p, o in cut.items()} for g, cut in sorted(active.items())})
 
 
-def decode_active(raw: bytes | str | None) -> dict[int, dict[int, int]]:
+def decode_active(raw: bytes | str | None) -> dict[int, Offsets]:
     if not raw:
         return {}
     return {int(g): {int(p): int(o) for p, o in cut.items()} for g, cut in json.loads(raw).items()}
@@ -33,7 +36,7 @@ def decode_active(raw: bytes | str | None) -> dict[int, dict[int, int]]:
 class Served:
     gen: int = -1
     """-1: nothing is served (no speed layer and no batch run yet)."""
-    cut: dict[int, int] = field(default_factory=dict)
+    cut: Offsets = field(default_factory=dict)
 
 
 def encode_served(served: Served) -> str:

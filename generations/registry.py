@@ -33,11 +33,12 @@ import redis
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from contract import utc
 from generations import keys
+from generations.keys import Offsets
 
 log = logging.getLogger(__name__)
 
-Offsets = dict[int, int]
 DayMap = dict[str, dict[str, int]]
 """view name -> UTC day -> generation whose stored documents hold that day."""
 
@@ -85,10 +86,7 @@ class Generation:
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> Generation:
-        def utc(value: datetime | None) -> datetime | None:
-            return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
-
-        started = utc(doc["started_at"])
+        started = utc.as_utc(doc["started_at"])
         assert started is not None
         return cls(
             gen=int(doc["_id"]),
@@ -96,19 +94,15 @@ class Generation:
             state=doc["state"],
             cut={int(p): int(o) for p, o in doc["cut"].items()},
             started_at=started,
-            finished_at=utc(doc.get("finished_at")),
-            served_at=utc(doc.get("served_at")),
-            retired_at=utc(doc.get("retired_at")),
+            finished_at=utc.as_utc(doc.get("finished_at")),
+            served_at=utc.as_utc(doc.get("served_at")),
+            retired_at=utc.as_utc(doc.get("retired_at")),
             day_map=doc.get("day_map") or {},
             fingerprints=doc.get("fingerprints") or {},
             views=doc.get("views") or {},
             stats=doc.get("stats") or {},
             error=doc.get("error"),
         )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _holder_alive(lock: dict[str, Any]) -> bool:
@@ -128,7 +122,7 @@ def _holder_alive(lock: dict[str, Any]) -> bool:
         return False
     if since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
-    age: float = (_now() - since).total_seconds()
+    age: float = (utc.now() - since).total_seconds()
     return age < GenerationRegistry.LOCK_TTL_S
 
 
@@ -166,7 +160,7 @@ class GenerationRegistry:
     def acquire_lock(self) -> str:
         """One batch run at a time; a lock older than LOCK_TTL_S is taken over (its owner died)."""
         token = f"{socket.gethostname()}:{os.getpid()}:{time.time()}"
-        doc = {"_id": self.LOCK_ID, "token": token, "since": _now()}
+        doc = {"_id": self.LOCK_ID, "token": token, "since": utc.now()}
         try:
             self.pointers.insert_one(doc)
             return token
@@ -187,7 +181,7 @@ class GenerationRegistry:
         """Register a new building generation with a cut that cannot race the speed layer."""
         self._reconcile_hot_copy()
         last = max((g.gen for g in self.all()), default=0)
-        gen = Generation(gen=last + 1, kind=kind, state="opening", cut={}, started_at=_now())
+        gen = Generation(gen=last + 1, kind=kind, state="opening", cut={}, started_at=utc.now())
         self.generations.insert_one(gen.to_document())
         try:
             gen.cut = self._register_cut(gen.gen)
@@ -234,7 +228,7 @@ class GenerationRegistry:
         speed layer stops counting them); its batch documents stay until it is retired.
         """
         previous = self.served()
-        now = _now()
+        now = utc.now()
         gen.state, gen.finished_at, gen.served_at = "served", gen.finished_at or now, now
         self.save(gen)
         self.pointers.replace_one(
@@ -247,7 +241,7 @@ class GenerationRegistry:
         return previous
 
     def fail(self, gen: Generation, error: str) -> None:
-        gen.state, gen.error, gen.finished_at = "failed", error[:2000], _now()
+        gen.state, gen.error, gen.finished_at = "failed", error[:2000], utc.now()
         self.save(gen)
         self._drop_from_active(gen.gen)
 
@@ -257,14 +251,14 @@ class GenerationRegistry:
         served_or_superseded = [g for g in self.all() if g.state in ("served", "superseded")]
         retired = []
         for g in served_or_superseded[:-keep] if keep else served_or_superseded:
-            g.state, g.retired_at = "retired", _now()
+            g.state, g.retired_at = "retired", utc.now()
             self.save(g)
             retired.append(g)
         return retired
 
     def expired(self, grace_s: float) -> list[Generation]:
         """Retired or failed generations whose data may now be deleted."""
-        now = _now()
+        now = utc.now()
         out = []
         for g in self.all():
             since = g.retired_at if g.state == "retired" else g.finished_at if g.state == "failed" else None

@@ -11,11 +11,10 @@ from datetime import datetime
 from typing import Any
 
 # The generation protocol's own records, re-exported for the readers.
+from generations.keys import Offsets as Offsets
 from generations.keys import Served as Served
 from generations.keys import SpeedCommit as SpeedCommit
 from views import sketches
-
-Offsets = dict[int, int]
 
 
 @dataclass(frozen=True, slots=True)

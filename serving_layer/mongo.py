@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
 from batch_layer.store import collection_name, rank_document_id, ranking_from_chunks
+from contract import utc
 from serving_layer.cache import LruCache
 from serving_layer.model import BatchDoc, BatchUnavailable, GenerationInfo
 from serving_layer.readers import DocRef
@@ -37,18 +37,14 @@ T = TypeVar("T")
 PUBLISHED_STATES = frozenset({"served", "superseded", "retired"})
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
-
-
 def generation_info(doc: dict[str, Any]) -> GenerationInfo:
-    started = _utc(doc["started_at"])
+    started = utc.as_utc(doc["started_at"])
     assert started is not None
     return GenerationInfo(
         gen=int(doc["_id"]),
         cut={int(p): int(o) for p, o in doc["cut"].items()},
         started_at=started,
-        served_at=_utc(doc.get("served_at")),
+        served_at=utc.as_utc(doc.get("served_at")),
         day_map=doc.get("day_map") or {},
         fingerprints=doc.get("fingerprints") or {},
         views=doc.get("views") or {},

@@ -49,7 +49,8 @@ from config.spark import hadoop_path, spark_session
 from contract.codec import bounds_from, reason_field
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
 from generations import keys
-from generations.registry import GenerationRegistry, Offsets
+from generations.keys import Offsets
+from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, offsets_for_time
 from speed_layer.sink import RealtimeSink

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from contract import ContractError, TimeBounds, decode
 from contract.codec import MAX_PAYLOAD_BYTES
-from contract.events import MAX_ID_LENGTH, MAX_URL_LENGTH, MAX_USER_AGENT_LENGTH, PageView, utc_epoch_seconds
+from contract.events import MAX_ID_LENGTH, MAX_URL_LENGTH, MAX_USER_AGENT_LENGTH, PageView
+from contract.utc import epoch_seconds
 from tests.unit.test_contract import raw_urls
 
 LOG_BASE = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -269,9 +270,9 @@ def test_canonical_url_and_time_window_examples(judged: Any) -> None:
 @settings(max_examples=500)
 def test_utc_epoch_seconds_is_exactly_timestamp(naive: datetime) -> None:
     aware = naive.replace(tzinfo=UTC)
-    assert utc_epoch_seconds(aware) == aware.timestamp()
+    assert epoch_seconds(aware) == aware.timestamp()
     parsed = PageView.model_validate(
         {"event_id": "e", "visitor_id": "v", "url": "https://a.b/", "ts": aware.isoformat()},
         context={"bounds": TimeBounds(max_future=timedelta.max / 2, max_past=timedelta.max / 2)},
     ).ts
-    assert utc_epoch_seconds(parsed) == parsed.timestamp()
+    assert epoch_seconds(parsed) == parsed.timestamp()
