@@ -26,7 +26,7 @@ FILE   ?=
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: ## install venv, Kafka + Spark connector jars, FerretDB, redis-server (idempotent, cached)
+setup: ## install venv, Kafka + Spark connector jars, FerretDB, vegeta, redis-server (idempotent, cached)
 	@bash toolchain/setup.sh
 
 demo: setup up topics ## the main job: the whole platform up (stack, traffic, batch, speed layer, API) with example queries
@@ -133,7 +133,7 @@ bench-speed: ## the speed layer benchmark alone (sustained events/s, freshness p
 bench-contract: ## what the contract costs each layer: parse seconds per million records (absorb, stream)
 	@$(PY) -m bench.contract --compare
 
-bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker
+bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker, vegeta load
 	@$(PY) -m bench.api
 
 clean-var: down ## stop the stack and delete var/ (all local data!)

@@ -3,7 +3,8 @@
 #
 # Idempotent: each step records a stamp (a hash of its inputs) and is skipped while the stamp
 # matches, so a second run with everything cached takes seconds. Inputs are the checked-in files
-# that pin versions: pyproject.toml, toolchain/*/pom.xml, toolchain/ferretdb/go.{mod,sum}.
+# that pin versions: pyproject.toml, toolchain/*/pom.xml, toolchain/ferretdb/go.{mod,sum}, and
+# VEGETA_VERSION below.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,7 +15,7 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
 STEP=0
-TOTAL=6
+TOTAL=7
 T0=$(date +%s)
 
 step() { STEP=$((STEP + 1)); STEP_T0=$(date +%s); printf '\033[1m[%d/%d] %s\033[0m\n' "$STEP" "$TOTAL" "$1"; }
@@ -85,7 +86,24 @@ else
   done_step "built $CACHE/bin/ferretdb"
 fi
 
-# --- 5. Redis ----------------------------------------------------------------------------------
+# --- 5. vegeta (the HTTP load tool of the API benchmark) -------------------------------------
+# A Go module build at a pinned version; the version is also stamped into the binary, so
+# `vegeta -version` (and bench/results/api.json) says which one measured.
+VEGETA_VERSION=v12.13.0
+step "vegeta $VEGETA_VERSION, HTTP load tool for the API benchmark (Go module build)"
+if fresh vegeta "$VEGETA_VERSION" && [[ -x "$CACHE/bin/vegeta" ]]; then
+  done_step "cached"
+else
+  command -v go >/dev/null || { echo "Go is required to build vegeta" >&2; exit 1; }
+  (cd "$CACHE" &&
+    GOBIN="$CACHE/bin" GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOFLAGS=-modcacherw \
+      go install -trimpath -ldflags "-X main.Version=$VEGETA_VERSION" \
+      "github.com/tsenart/vegeta/v12@$VEGETA_VERSION")
+  stamp vegeta "$VEGETA_VERSION"
+  done_step "built $CACHE/bin/vegeta"
+fi
+
+# --- 6. Redis ----------------------------------------------------------------------------------
 step "Redis server (Debian package)"
 if command -v redis-server >/dev/null 2>&1; then
   done_step "present: $(redis-server --version | cut -d' ' -f3)"
@@ -99,7 +117,7 @@ else
   done_step "installed: $(redis-server --version | cut -d' ' -f3)"
 fi
 
-# --- 6. Chromium and its WebDriver (the dashboard's browser tests) -------------------------------
+# --- 7. Chromium and its WebDriver (the dashboard's browser tests) -------------------------------
 step "Chromium + chromium-driver (Debian packages, for the dashboard's browser tests)"
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
   done_step "present: $(chromium --version 2>/dev/null | cut -d' ' -f2)"
