@@ -3,8 +3,11 @@
 Data: the 10M-event, 30-day load of bench/batch.py (cached in the `bench_batch` database; loaded
 here if missing), plus realtime views for the queried keys on the last two days, so every answer
 merges batch and realtime values. The API runs as `python -m api` (one worker, uvloop, httptools);
-the load comes from a small Go program (bench/loadgen) on the same machine: C keep-alive
-connections sending requests back to back for D seconds after a warm-up.
+the load comes from vegeta (bench/vegeta.py, built by `make setup`) on the same machine, as a
+closed loop: C keep-alive connections sending requests back to back, a warm-up run of W seconds
+and then a measured run of D seconds. The API worker's own CPU time over the measured run (psutil)
+gives its CPU per request, which depends far less than the request rate on what else shares the
+two cores.
 
 Queries: a 7-day hourly pageviews series of one URL, 7-day unique visitors of one URL per day (HLL
 unions), a 30-day daily pageviews series of a whole site. Each is asked once cold first (batch
@@ -15,29 +18,29 @@ load. Targets: >= 1,500 requests/s and p99 <= 20 ms per query type.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import psutil
 import redis
 from datasketches import hll_sketch, tgt_hll_type
 from pymongo import MongoClient
 from redis.typing import EncodableT, FieldT
 from rich.console import Console
 from rich.table import Table
+from tenacity import RetryError, retry, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
 from batch_layer.store import collection_name, rank_document_id
 from bench.batch import bench_settings, ensure_loaded
 from bench.common import running_stack, write_result
+from bench.vegeta import ClosedLoop, installed
 from config.settings import PROJECT_ROOT, Settings, get_settings
 from generations import keys
 from generations.registry import Generation, GenerationRegistry
@@ -137,20 +140,20 @@ def _seed_realtime(
     return written
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu_seconds(process: psutil.Process) -> float:
+    """User + system CPU time of a process so far."""
+    times = process.cpu_times()
+    return times.user + times.system
 
 
-def _loadgen(settings: Settings) -> Path:
-    binary = settings.cache_dir / "bin" / "loadgen"
-    go = shutil.which("go")
-    if go is None:
-        raise SystemExit("the load generator needs Go (installed by `make setup`)")
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([go, "build", "-o", str(binary), "."], cwd=PROJECT_ROOT / "bench" / "loadgen", check=True)
-    return binary
+@retry(
+    stop=stop_after_delay(60),
+    wait=wait_fixed(0.2),
+    retry=retry_if_exception_type(httpx.HTTPError) | retry_if_result(lambda healthy: not healthy),
+)
+def _wait_healthy(port: int) -> bool:
+    """True once the API answers its health check; retried for up to a minute while it starts."""
+    return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
 
 
 def _start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
@@ -165,21 +168,50 @@ def _start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "api"], cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit("the API did not come up")
+    try:
+        _wait_healthy(port)
+    except RetryError:
+        proc.terminate()
+        raise SystemExit("the API did not come up") from None
+    return proc
+
+
+def _measure(
+    load: ClosedLoop, api: psutil.Process, target: str, warmup: float, duration: float
+) -> dict[str, Any]:
+    """One query: asked once cold, then under load (warm-up, measured run), with the worker's CPU."""
+    t0 = time.perf_counter()
+    first = httpx.get(target, timeout=600)
+    cold_ms = (time.perf_counter() - t0) * 1000
+    first.raise_for_status()
+    body = first.json()
+    load.warm_up([target], warmup)
+    cpu0 = _cpu_seconds(api)
+    figures: dict[str, Any] = dict(load.measure([target], duration))
+    # The worker is idle but for the measured attack, whose length vegeta reports. Its own CPU
+    # per request is what it would serve with a core to itself, whatever else the machine runs
+    # meanwhile (the load tool, other jobs).
+    cpu_share = (_cpu_seconds(api) - cpu0) / max(figures["seconds"], 1e-9)
+    figures["api_cpu_share"] = round(cpu_share, 3)
+    per_request = cpu_share * 1000 / max(figures["requests_per_s"], 1)
+    figures["api_cpu_ms_per_request"] = round(per_request, 3)
+    figures["cold_first_request_ms"] = round(cold_ms, 1)
+    figures["series_points"] = len(body["series"])
+    figures["met_target"] = (
+        figures["requests_per_s"] >= TARGET_RPS
+        and figures["p99_ms"] <= TARGET_P99_MS
+        and figures["errors"] == 0
+        and figures["non_2xx"] == 0
+    )
+    figures["url"] = target
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--duration", type=float, default=15.0, help="seconds measured per query")
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each")
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--port", type=int, default=None, help="API port (default: settings + 100)")
     args = parser.parse_args(argv)
@@ -210,50 +242,14 @@ def main(argv: list[str] | None = None) -> int:
                 **{"from": (end_30 - timedelta(days=30)).isoformat(), "to": end_30.isoformat()},
             ),
         }
-        loadgen = _loadgen(settings)
+        load = ClosedLoop(installed(settings.cache_dir), args.connections)
         api = _start_api(settings, port)
+        api_process = psutil.Process(api.pid)
         results: dict[str, Any] = {}
         load_before = os.getloadavg()
         try:
             for name, target in queries.items():
-                t0 = time.perf_counter()
-                first = httpx.get(target, timeout=600)
-                cold_ms = (time.perf_counter() - t0) * 1000
-                first.raise_for_status()
-                body = first.json()
-                urls_file = settings.var_dir / "bench" / f"api-{name}.urls"
-                urls_file.parent.mkdir(parents=True, exist_ok=True)
-                urls_file.write_text(target + "\n")
-                cpu0, wall0 = _cpu_seconds(api.pid), time.perf_counter()
-                run = subprocess.run(
-                    [
-                        str(loadgen),
-                        f"-urls={urls_file}",
-                        f"-c={args.connections}",
-                        f"-d={args.duration}s",
-                        "-warmup=3s",
-                    ],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                cpu_share = (_cpu_seconds(api.pid) - cpu0) / (time.perf_counter() - wall0)
-                figures = json.loads(run.stdout)
-                # The worker's own CPU per request: what it would serve with a core to itself,
-                # whatever else the machine runs meanwhile (the load generator, other jobs).
-                figures["api_cpu_share"] = round(cpu_share, 3)
-                per_request = cpu_share * 1000 / max(figures["requests_per_s"], 1)
-                figures["api_cpu_ms_per_request"] = round(per_request, 3)
-                figures["cold_first_request_ms"] = round(cold_ms, 1)
-                figures["series_points"] = len(body["series"])
-                figures["met_target"] = (
-                    figures["requests_per_s"] >= TARGET_RPS
-                    and figures["p99_ms"] <= TARGET_P99_MS
-                    and figures["errors"] == 0
-                    and figures["non_2xx"] == 0
-                )
-                figures["url"] = target
-                results[name] = figures
+                results[name] = _measure(load, api_process, target, args.warmup, args.duration)
         finally:
             api.terminate()
             api.wait(timeout=30)
@@ -284,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                 "workers": 1,
                 "connections": args.connections,
                 "seconds_per_query": args.duration,
+                "warmup_seconds_per_query": args.warmup,
+                "load_tool": load.version(),
                 "generation": gen.gen,
                 "load_average_before": [round(x, 2) for x in load_before],
                 "load_average_after": [round(x, 2) for x in os.getloadavg()],

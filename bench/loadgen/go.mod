@@ -1,3 +1,0 @@
-module lambda-platform/bench/loadgen
-
-go 1.22
