@@ -30,6 +30,8 @@ from batch_layer.master import MasterDataset, Segment
 from batch_layer.store import BatchViewStore, collection_name
 from config.settings import Settings
 from config.spark import SparkProgress, spark_session
+from contract import utc
+from generations import retention
 from generations.realtime import drop_generations, realtime_generations
 from generations.registry import Generation, GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
@@ -241,26 +243,17 @@ class BatchJob:
         return written
 
     def _garbage_collect(self) -> list[str]:
-        generations = self.registry.all()
-        retained = [g for g in generations if g.state in ("served", "superseded")]
-        expired = {g.gen for g in self.registry.expired(self.settings.retire_grace_s)}
-        referenced = {
-            (view, holder) for g in retained for view, days in g.day_map.items() for holder in days.values()
-        }
-        # Retired generations inside their grace period keep their collections (queries in flight,
-        # diffs); so do generations still being built.
-        protected = {g.gen for g in generations if g.state in ("opening", "building")}
-        protected |= {g.gen for g in generations if g.state == "retired" and g.gen not in expired}
-        dropped = self.store.garbage_collect(referenced, protected)
+        """Drop what no retained generation needs (the rules: generations.retention)."""
+        plan = retention.plan(self.registry.all(), self.settings.retire_grace_s, utc.now())
+        dropped = self.store.garbage_collect(plan.referenced, plan.protected)
         # Realtime keys go with their generation: the speed layer stopped counting it when it left
         # the active set, and queries read the served generation and its realtime keys in one
         # Redis transaction, so none sees a half-deleted generation.
-        keep = protected | {g.gen for g in retained} | set(self.registry.active_cuts())
+        keep = plan.protected | plan.retained | set(self.registry.active_cuts())
         stale = {g for g in realtime_generations(self.redis) if g not in keep}
         if stale:
             deleted = drop_generations(self.redis, stale)
             log.info("deleted %d realtime keys of retired generation(s) %s", deleted, sorted(stale))
-        for g in generations:
-            if g.gen in expired:
-                self.registry.mark_dropped(g)
+        for g in plan.expired:
+            self.registry.mark_dropped(g)
         return dropped

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -103,6 +103,43 @@ class Segment:
         )
 
 
+def segments_end(segments: Iterable[Segment]) -> dict[int, int]:
+    """Per partition, the offset up to which these segments cover the log (the highest end)."""
+    end: dict[int, int] = {}
+    for segment in segments:
+        for p, (_, to) in segment.ranges.items():
+            end[p] = max(end.get(p, 0), to)
+    return end
+
+
+def absorb_ranges(
+    cut: dict[int, int], absorbed: dict[int, int], log_start: dict[int, int]
+) -> dict[int, tuple[int, int]]:
+    """The [from, to) offsets of each partition the next segment must hold: from where the master
+    dataset ends (or the log starts, for a partition never absorbed) up to the cut.
+
+    Raises AbsorbError if retention deleted offsets that were never absorbed: the master dataset
+    would silently miss events, so no view computed from it could be exact.
+    """
+    ranges: dict[int, tuple[int, int]] = {}
+    for p, to in sorted(cut.items()):
+        start = absorbed.get(p, log_start.get(p, 0))
+        if absorbed.get(p) is None and log_start.get(p, 0) > 0:
+            log.warning(
+                "partition %d starts at offset %d: older events were deleted before any absorb",
+                p,
+                log_start[p],
+            )
+        if log_start.get(p, 0) > start:
+            raise AbsorbError(
+                f"partition {p}: offsets {start}..{log_start[p]} were deleted by retention before they "
+                "were absorbed; raise the topic's retention or run the batch layer more often"
+            )
+        if to > start:
+            ranges[p] = (start, to)
+    return ranges
+
+
 class MasterDataset:
     """The manifest (MongoDB) and the files (any Hadoop-compatible file system)."""
 
@@ -118,11 +155,7 @@ class MasterDataset:
 
     def absorbed_until(self) -> dict[int, int]:
         """Per partition, the offset up to which the log has been absorbed."""
-        end: dict[int, int] = {}
-        for segment in self.segments():
-            for p, (_, to) in segment.ranges.items():
-                end[p] = max(end.get(p, 0), to)
-        return end
+        return segments_end(self.segments())
 
     def invalid_reasons(self) -> dict[str, int]:
         """Invalid records of the whole master dataset per field of their reason: what the batch
@@ -153,23 +186,7 @@ class MasterDataset:
         """
         from pyspark.sql import functions as F
 
-        done = self.absorbed_until()
-        ranges: dict[int, tuple[int, int]] = {}
-        for p, to in sorted(cut.items()):
-            start = done.get(p, log_start.get(p, 0))
-            if done.get(p) is None and log_start.get(p, 0) > 0:
-                log.warning(
-                    "partition %d starts at offset %d: older events were deleted before any absorb",
-                    p,
-                    log_start[p],
-                )
-            if log_start.get(p, 0) > start:
-                raise AbsorbError(
-                    f"partition {p}: offsets {start}..{log_start[p]} were deleted by retention before they "
-                    "were absorbed; raise the topic's retention or run the batch layer more often"
-                )
-            if to > start:
-                ranges[p] = (start, to)
+        ranges = absorb_ranges(cut, self.absorbed_until(), log_start)
         if not ranges:
             return None
 

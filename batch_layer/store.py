@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -203,7 +203,7 @@ class BatchViewStore:
                 out.append((m["view"], int(m["gen"])))
         return sorted(out)
 
-    def garbage_collect(self, referenced: set[tuple[str, int]], protected_gens: set[int]) -> list[str]:
+    def garbage_collect(self, referenced: Set[tuple[str, int]], protected_gens: Set[int]) -> list[str]:
         """Drop collections no retained generation references (never those of ``protected_gens``)."""
         dropped = []
         for view, gen in self.collections():

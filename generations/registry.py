@@ -34,8 +34,9 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from contract import utc
-from generations import keys
+from generations import keys, retention
 from generations.keys import Offsets
+from generations.state import IN_PROGRESS, GenerationState
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,7 @@ class Generation:
     gen: int
     kind: str
     """"full" (every view recomputed from the whole master dataset) or "incremental"."""
-    state: str
-    """"building" -> "served" -> "retired"; or "failed"."""
+    state: GenerationState
     cut: Offsets
     started_at: datetime
     finished_at: datetime | None = None
@@ -86,12 +86,19 @@ class Generation:
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> Generation:
+        """A generation from its registry document; a state this code does not know (a newer
+        version wrote it, or a hand edit) is an error rather than a guess: which data may be
+        deleted depends on the state."""
         started = utc.as_utc(doc["started_at"])
         assert started is not None
+        try:
+            state = GenerationState(doc["state"])
+        except ValueError:
+            raise GenerationError(f"generation {doc['_id']}: unknown state {doc['state']!r}") from None
         return cls(
             gen=int(doc["_id"]),
             kind=doc["kind"],
-            state=doc["state"],
+            state=state,
             cut={int(p): int(o) for p, o in doc["cut"].items()},
             started_at=started,
             finished_at=utc.as_utc(doc.get("finished_at")),
@@ -181,14 +188,14 @@ class GenerationRegistry:
         """Register a new building generation with a cut that cannot race the speed layer."""
         self._reconcile_hot_copy()
         last = max((g.gen for g in self.all()), default=0)
-        gen = Generation(gen=last + 1, kind=kind, state="opening", cut={}, started_at=utc.now())
+        gen = Generation(gen=last + 1, kind=kind, state=GenerationState.OPENING, cut={}, started_at=utc.now())
         self.generations.insert_one(gen.to_document())
         try:
             gen.cut = self._register_cut(gen.gen)
         except Exception as exc:
             self.fail(gen, f"opening failed: {exc}")
             raise
-        gen.state = "building"
+        gen.state = GenerationState.BUILDING
         self.generations.update_one(
             {"_id": gen.gen}, {"$set": {"state": gen.state, "cut": {str(p): o for p, o in gen.cut.items()}}}
         )
@@ -229,56 +236,51 @@ class GenerationRegistry:
         """
         previous = self.served()
         now = utc.now()
-        gen.state, gen.finished_at, gen.served_at = "served", gen.finished_at or now, now
+        gen.state, gen.finished_at, gen.served_at = GenerationState.SERVED, gen.finished_at or now, now
         self.save(gen)
         self.pointers.replace_one(
             {"_id": "served"}, {"_id": "served", "gen": gen.gen, "at": now}, upsert=True
         )
         if previous is not None:
-            self.generations.update_one({"_id": previous.gen}, {"$set": {"state": "superseded"}})
+            self.generations.update_one(
+                {"_id": previous.gen}, {"$set": {"state": GenerationState.SUPERSEDED}}
+            )
         self._write_hot_copy(served=gen)
         log.info("generation %d is served (previous: %s)", gen.gen, previous.gen if previous else "none")
         return previous
 
     def fail(self, gen: Generation, error: str) -> None:
-        gen.state, gen.error, gen.finished_at = "failed", error[:2000], utc.now()
+        gen.state, gen.error, gen.finished_at = GenerationState.FAILED, error[:2000], utc.now()
         self.save(gen)
         self._drop_from_active(gen.gen)
 
     def retire(self, keep: int = 2) -> list[Generation]:
         """Mark generations older than the newest ``keep`` served ones as retired (data kept for a
-        grace period: see :meth:`expired`)."""
-        served_or_superseded = [g for g in self.all() if g.state in ("served", "superseded")]
-        retired = []
-        for g in served_or_superseded[:-keep] if keep else served_or_superseded:
-            g.state, g.retired_at = "retired", utc.now()
+        grace period: see generations.retention)."""
+        retired = retention.to_retire(self.all(), keep)
+        for g in retired:
+            g.state, g.retired_at = GenerationState.RETIRED, utc.now()
             self.save(g)
-            retired.append(g)
         return retired
 
-    def expired(self, grace_s: float) -> list[Generation]:
-        """Retired or failed generations whose data may now be deleted."""
-        now = utc.now()
-        out = []
-        for g in self.all():
-            since = g.retired_at if g.state == "retired" else g.finished_at if g.state == "failed" else None
-            if since is not None and (now - since).total_seconds() >= grace_s:
-                out.append(g)
-        return out
-
     def mark_dropped(self, gen: Generation) -> None:
-        self.generations.update_one({"_id": gen.gen}, {"$set": {"state": f"{gen.state}-dropped"}})
+        """Record that an expired generation's data is gone (its document stays)."""
+        dropped = gen.state.dropped()
+        self.generations.update_one({"_id": gen.gen}, {"$set": {"state": dropped}})
+        gen.state = dropped
 
     def abandon_stale(self) -> list[Generation]:
         """Generations left building by a run that died: failed now (called under the lock)."""
-        stale = [g for g in self.all() if g.state in ("opening", "building")]
+        stale = [g for g in self.all() if g.state in IN_PROGRESS]
         for g in stale:
             self.fail(g, "abandoned: the batch run that built it did not finish")
         return stale
 
     # --- the hot copy in Redis --------------------------------------------------------------------
     def _write_hot_copy(self, served: Generation) -> None:
-        building = {g.gen: g.cut for g in self.all() if g.state == "building" and g.gen > served.gen}
+        building = {
+            g.gen: g.cut for g in self.all() if g.state == GenerationState.BUILDING and g.gen > served.gen
+        }
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(keys.ACTIVE, keys.encode_active({served.gen: served.cut, **building}))
             pipe.set(keys.SERVED, keys.encode_served(keys.Served(served.gen, served.cut)))

@@ -28,13 +28,14 @@ from pymongo.errors import PyMongoError
 
 from batch_layer.store import collection_name, rank_document_id, ranking_from_chunks
 from contract import utc
+from generations.state import DROPPED, GenerationState
 from serving_layer.cache import LruCache
 from serving_layer.model import BatchDoc, BatchUnavailable, GenerationInfo
 from serving_layer.readers import DocRef
 from views.rows import document_id
 
 T = TypeVar("T")
-PUBLISHED_STATES = frozenset({"served", "superseded", "retired"})
+PUBLISHED_STATES = frozenset({GenerationState.SERVED, GenerationState.SUPERSEDED, GenerationState.RETIRED})
 
 
 def generation_info(doc: dict[str, Any]) -> GenerationInfo:
@@ -81,7 +82,7 @@ class MongoBatchReader:
         if doc is None:
             raise BatchUnavailable(f"generation {gen} is not in the registry")
         info = generation_info(doc)
-        if doc.get("state") in PUBLISHED_STATES or str(doc.get("state", "")).endswith("-dropped"):
+        if doc.get("state") in PUBLISHED_STATES | DROPPED:
             self._generations[gen] = info
         return info
 

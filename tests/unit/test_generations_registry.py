@@ -1,0 +1,96 @@
+"""The registry's documents and its lock's liveness check, without services (the registry on
+MongoDB and Redis: tests/integration/test_generations.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from generations.registry import Generation, GenerationError, GenerationRegistry, _holder_alive
+from generations.state import GenerationState
+
+times = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))
+day_maps = st.dictionaries(
+    st.sampled_from(["page", "site", "country"]),
+    st.dictionaries(st.dates().map(str), st.integers(1, 1000), max_size=4),
+    max_size=3,
+)
+
+
+@given(
+    gen=st.integers(1, 10**6),
+    kind=st.sampled_from(["full", "incremental"]),
+    state=st.sampled_from(GenerationState),
+    cut=st.dictionaries(st.integers(0, 63), st.integers(0, 2**62), max_size=8),
+    started_at=times,
+    finished_at=st.none() | times,
+    day_map=day_maps,
+)
+def test_a_generation_round_trips_through_its_document(
+    gen: int,
+    kind: str,
+    state: GenerationState,
+    cut: dict[int, int],
+    started_at: datetime,
+    finished_at: datetime | None,
+    day_map: dict[str, dict[str, int]],
+) -> None:
+    g = Generation(gen, kind, state, cut, started_at, finished_at=finished_at, day_map=day_map)
+    doc = g.to_document()
+    assert doc["state"] == state.value and all(isinstance(p, str) for p in doc["cut"])  # BSON keys
+    back = Generation.from_document(doc)
+    assert back == g and type(back.state) is GenerationState
+
+
+def test_a_document_as_mongodb_returns_it_loads_with_aware_times_and_defaults() -> None:
+    # Naive datetimes (what the stores return), plain strings (what older versions stored), and
+    # none of the optional fields.
+    doc: dict[str, Any] = {
+        "_id": 3,
+        "kind": "incremental",
+        "state": "retired-dropped",
+        "cut": {"0": 10, "1": 7},
+        "started_at": datetime(2024, 5, 1, 12, 0),
+    }
+    g = Generation.from_document(doc)
+    assert g.state is GenerationState.RETIRED_DROPPED and g.cut == {0: 10, 1: 7}
+    assert g.started_at == datetime(2024, 5, 1, 12, 0, tzinfo=UTC) and g.finished_at is None
+    assert (g.day_map, g.fingerprints, g.views, g.stats, g.error) == ({}, {}, {}, {}, None)
+
+
+def test_an_unknown_state_is_an_error_naming_the_generation() -> None:
+    doc = {"_id": 9, "kind": "full", "state": "archived", "cut": {}, "started_at": datetime(2024, 1, 1)}
+    with pytest.raises(GenerationError, match=r"generation 9: unknown state 'archived'"):
+        Generation.from_document(doc)
+
+
+def _lock(token: str, age_s: float) -> dict[str, Any]:
+    return {"token": token, "since": datetime.now(UTC) - timedelta(seconds=age_s)}
+
+
+def test_a_lock_held_by_a_live_process_on_this_host_is_alive_however_old() -> None:
+    token = f"{socket.gethostname()}:{os.getpid()}:0"
+    assert _holder_alive(_lock(token, GenerationRegistry.LOCK_TTL_S * 10))
+
+
+def test_a_lock_held_by_a_dead_process_on_this_host_is_dead_however_young() -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    token = f"{socket.gethostname()}:{int(gone.stdout)}:0"
+    assert not _holder_alive(_lock(token, 0))
+
+
+def test_a_lock_from_another_host_lives_for_its_lease() -> None:
+    ttl = GenerationRegistry.LOCK_TTL_S
+    assert _holder_alive(_lock("elsewhere:1:0", ttl - 60))
+    assert not _holder_alive(_lock("elsewhere:1:0", ttl + 60))
+    naive = {"token": "elsewhere:1:0", "since": datetime.now(UTC).replace(tzinfo=None)}
+    assert _holder_alive(naive)  # as MongoDB hands it back
+    assert not _holder_alive({"token": "elsewhere:1:0"})  # no start time: nothing to wait for
