@@ -1,7 +1,14 @@
-"""Answers of the serving layer as JSON bytes, in the shape of api.schemas.
+"""Answers of the serving layer as JSON bytes, written by hand in the shape of api.schemas.
 
-Built as plain dicts and encoded by orjson: a query's answer can hold hundreds of points, and
-going through the pydantic models on every request would halve the requests a worker serves.
+The response models in api.schemas are the one definition of every answer's shape; this module
+writes the same JSON as plain dicts encoded by orjson because that is 2.4 times cheaper than
+building the answer as validated models and serialising them with pydantic's serializer. Measured
+with ``python -m bench.render`` (10,000 renders of each kind in 10 alternating rounds, 2 shared
+cores): a 30-day hourly timeseries (720 buckets) 3.4 ms by hand against 8.4 ms through the
+models, a 10-value breakdown 86 us against 208 us (median models/hand 2.43 and 2.52); the models
+would cost the 720-bucket answer 5 ms of a worker's CPU per request. That each renderer writes
+exactly its model (same keys, values and key order) is checked for every endpoint in
+tests/unit/test_render.py, so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from typing import Any
 import orjson
 from fastapi import Response
 
+from api.events import Accepted
 from serving_layer import Coverage, PageviewsAnswer, TopAnswer, UniqueVisitorsAnswer
 from serving_layer.engine import Distinct, SeriesAnswer
 from views.scopes import value_of
@@ -141,6 +149,14 @@ def dimensions(
             }
             for name, info in sorted(described.items())
         ],
+    }
+
+
+def accepted(a: Accepted) -> dict[str, Any]:
+    return {
+        "accepted": len(a.events),
+        "events": [{"event_id": e, "partition": p, "offset": o} for e, p, o in a.events],
+        "token": a.token,
     }
 
 

@@ -1,8 +1,13 @@
-"""Response models: the API's OpenAPI document, with an example for every answer.
+"""Response models: the one definition of every answer's shape, and the API's OpenAPI document,
+with an example for every answer.
 
-Handlers return pre-serialised JSON built by api.render (orjson is twice as fast as validating
-and encoding through these models on every request); the tests check that every answer validates
-against its model, and the schemathesis run checks it against the OpenAPI document.
+Handlers write their JSON by hand (api.render: dicts encoded by orjson), which is several times
+cheaper than building and serialising these models on a large answer (figures in api.render).
+So that the two cannot drift, tests/unit/test_render.py checks every renderer against its model:
+the rendered JSON validates, the model gives back the same content (no key more or less, the same
+values), and each object's keys come in the model's order, its own fields before the ones it
+inherits (so AnswerMeta's ``partial``, ``missing`` and ``covers`` close every answer). The
+schemathesis run (tests/integration/test_api_schema.py) checks live answers against the document.
 """
 
 from __future__ import annotations

@@ -1,29 +1,39 @@
 """Views built in Python from events, for the serving tests: batch documents and realtime hashes
 computed the oracle's way (tests.oracle), in the stored shapes the serving layer reads.
 
-The realtime writer here is a stand-in for the speed layer's (same Redis layout,
-generations.keys); integration tests switch to the real one when it exists.
+:func:`generation_views` computes a served generation's views once; each backend of the serving
+suite (tests.serving_suite) writes them: :class:`MemoryBackend` here, into serving_layer.memory's
+readers, and tests.integration.serving_fixtures' StoreBackend into MongoDB and Redis.
+:func:`commit_realtime` is a stand-in for one speed-layer micro-batch (same Redis layout,
+generations.keys), for tests that need commits to move while queries run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from datasketches import hll_sketch, tgt_hll_type
 
 from contract import PageView
 from generations import keys
+from serving_layer import QueryEngine
 from serving_layer.memory import MemoryBatchReader, MemoryRealtimeReader
 from serving_layer.model import BatchDoc, GenerationInfo, Served, SpeedCommit
+from serving_layer.readers import BatchReader, RealtimeReader
 from tests.oracle import DIMENSION_KEYS, Bucket, dedup, recount
 
 LG_K = 12
 VIEW_KEYS: dict[str, Callable[[PageView], str]] = DIMENSION_KEYS
 TEST_FINGERPRINT = "test"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,29 +94,47 @@ def end_offsets(logged: Iterable[Logged]) -> dict[int, int]:
     return out
 
 
-def load_memory(
-    batch: MemoryBatchReader,
-    realtime: MemoryRealtimeReader,
-    gen: int,
-    cut: dict[int, int],
-    logged: Sequence[Logged],
-    commit: dict[int, int] | None = None,
-) -> None:
-    """Make ``gen`` the served generation: batch views of the events below ``cut``, realtime views
-    of those at or above it up to ``commit`` (default: all of them)."""
+@dataclass(frozen=True)
+class GenerationViews:
+    """One served generation's stored state, computed the oracle's way: what a backend writes.
+
+    Computed once here and written by each backend (in memory, or MongoDB and Redis), so that the
+    serving suite checks every backend against the same views."""
+
+    info: GenerationInfo
+    docs: dict[tuple[str, str, str], BatchDoc]
+    """(view, key, day) -> batch document."""
+    rankings: dict[tuple[str, str], list[tuple[str, int]]]
+    """(view, day) -> the day's keys by page views, descending (ties by key)."""
+    hashes: dict[tuple[str, str, str], dict[str, bytes]]
+    """(view, key, day) -> the realtime hash."""
+    ranks: dict[tuple[str, str], dict[str, float]]
+    """(view, day) -> key -> realtime page views (the sorted set)."""
+    counted: frozenset[str]
+    """The views (``name@fingerprint``) the speed layer counted the generation with."""
+    commit: SpeedCommit
+
+
+def generation_views(
+    gen: int, cut: dict[int, int], logged: Sequence[Logged], commit: dict[int, int] | None = None
+) -> GenerationViews:
+    """``gen`` as served: batch views of the events below ``cut``, realtime views of those at or
+    above it up to ``commit`` (default: all of them)."""
     commit = commit if commit is not None else end_offsets(logged)
     visible = [x for x in logged if x.offset < max(commit.get(x.partition, 0), cut.get(x.partition, 0))]
     below, above = split(visible, cut)
     day_map: dict[str, dict[str, int]] = {}
+    docs: dict[tuple[str, str, str], BatchDoc] = {}
+    rankings: dict[tuple[str, str], list[tuple[str, int]]] = {}
     for view, buckets in recount(below).items():
         day_map[view] = {day: gen for _, day in buckets}
         by_day: dict[str, list[tuple[str, int]]] = {}
         for (key, day), b in buckets.items():
-            batch.docs[(view, gen, key, day)] = batch_doc(b)
+            docs[(view, key, day)] = batch_doc(b)
             by_day.setdefault(day, []).append((key, b.pv))
         for day, counts in by_day.items():
-            batch.rankings[(view, gen, day)] = sorted(counts, key=lambda kv: (-kv[1], kv[0]))
-    batch.generations[gen] = GenerationInfo(
+            rankings[(view, day)] = sorted(counts, key=lambda kv: (-kv[1], kv[0]))
+    info = GenerationInfo(
         gen,
         dict(cut),
         datetime.now(UTC),
@@ -115,14 +143,128 @@ def load_memory(
         {view: TEST_FINGERPRINT for view in VIEW_KEYS},
         {view: {"per_site": view not in ("page", "site")} for view in VIEW_KEYS},
     )
-    realtime.views[gen] = frozenset(keys.view_mark(view, TEST_FINGERPRINT) for view in VIEW_KEYS)
-    batch.served = gen
+    hashes: dict[tuple[str, str, str], dict[str, bytes]] = {}
+    ranks: dict[tuple[str, str], dict[str, float]] = {}
     for view, buckets in recount(above).items():
         for (key, day), b in buckets.items():
-            realtime.hashes[(gen, view, key, day)] = realtime_fields(b)
-            realtime.ranks.setdefault((gen, view, day), {})[key] = float(b.pv)
-    realtime.served = Served(gen, dict(cut))
-    realtime.commit = SpeedCommit(0, dict(commit))
+            hashes[(view, key, day)] = realtime_fields(b)
+            ranks.setdefault((view, day), {})[key] = float(b.pv)
+    counted = frozenset(keys.view_mark(view, TEST_FINGERPRINT) for view in VIEW_KEYS)
+    return GenerationViews(info, docs, rankings, hashes, ranks, counted, SpeedCommit(0, dict(commit)))
+
+
+class ServingBackend(ABC):
+    """Where the serving suite's views are stored (tests.serving_suite), and the readers of them.
+
+    A backend writes :func:`generation_views`' state in its stores and makes the changes the
+    suite's cases need; :meth:`query` is the same for every backend: a fresh engine on its readers,
+    in an event loop of its own (the async clients of real stores belong to the loop that opened
+    them)."""
+
+    @abstractmethod
+    def load(self, cut: dict[int, int], logged: Sequence[Logged]) -> int:
+        """Publish a new served generation: batch views of the events below ``cut``, realtime views
+        of the rest, the speed layer's commit at the log's end. Returns the generation's number."""
+
+    @abstractmethod
+    def readers(
+        self, *, batch_down: bool, realtime_down: bool
+    ) -> AbstractAsyncContextManager[tuple[BatchReader, RealtimeReader]]:
+        """The readers of the stores, either one reading a store that is down if asked."""
+
+    def query(
+        self,
+        ask: Callable[[QueryEngine], Awaitable[T]],
+        *,
+        batch_down: bool = False,
+        realtime_down: bool = False,
+    ) -> T:
+        """``ask`` a fresh engine on this backend's readers."""
+
+        async def go() -> T:
+            async with self.readers(batch_down=batch_down, realtime_down=realtime_down) as (batch, realtime):
+                return await ask(QueryEngine(batch, realtime, poll_s=0.001))
+
+        return asyncio.run(go())
+
+    @abstractmethod
+    def commit(self) -> SpeedCommit: ...
+
+    @abstractmethod
+    def set_commit(self, commit: SpeedCommit) -> None:
+        """Move the speed layer's commit (called while a query waits)."""
+
+    @abstractmethod
+    def forget_counted_view(self, gen: int, view: str | None) -> None:
+        """The speed layer has not counted ``view`` for ``gen`` (None: nothing at all)."""
+
+    @abstractmethod
+    def forget_batch_view(self, gen: int, view: str) -> None:
+        """``gen`` has no batch views of ``view``."""
+
+    @abstractmethod
+    def add_to_ranking(self, view: str, gen: int, day: str, key: str, pageviews: int) -> None:
+        """A key in a stored batch ranking (the suite uses it for malformed keys)."""
+
+
+@dataclass
+class MemoryBackend(ServingBackend):
+    """The serving suite's backend in memory (serving_layer.memory): no services, so the property
+    tests can try hundreds of logs and cuts."""
+
+    batch: MemoryBatchReader = field(default_factory=MemoryBatchReader)
+    realtime: MemoryRealtimeReader = field(default_factory=MemoryRealtimeReader)
+
+    def load(self, cut: dict[int, int], logged: Sequence[Logged]) -> int:
+        gen = max(self.batch.generations, default=0) + 1
+        v = generation_views(gen, cut, logged)
+        self.batch.generations[gen] = v.info
+        for (view, key, day), doc in v.docs.items():
+            self.batch.docs[(view, gen, key, day)] = doc
+        for (view, day), ranking in v.rankings.items():
+            self.batch.rankings[(view, gen, day)] = ranking
+        for (view, key, day), fields in v.hashes.items():
+            self.realtime.hashes[(gen, view, key, day)] = fields
+        for (view, day), ranks in v.ranks.items():
+            self.realtime.ranks[(gen, view, day)] = ranks
+        self.realtime.views[gen] = v.counted
+        self.batch.served = gen
+        self.realtime.served = Served(gen, dict(cut))
+        self.realtime.commit = v.commit
+        return gen
+
+    @contextlib.asynccontextmanager
+    async def readers(
+        self, *, batch_down: bool, realtime_down: bool
+    ) -> AsyncIterator[tuple[BatchReader, RealtimeReader]]:
+        self.batch.down, self.realtime.down = batch_down, realtime_down
+        try:
+            yield self.batch, self.realtime
+        finally:
+            self.batch.down = self.realtime.down = False
+
+    def commit(self) -> SpeedCommit:
+        return self.realtime.commit
+
+    def set_commit(self, commit: SpeedCommit) -> None:
+        self.realtime.commit = commit
+
+    def forget_counted_view(self, gen: int, view: str | None) -> None:
+        if view is None:
+            del self.realtime.views[gen]
+        else:
+            self.realtime.views[gen] = frozenset(
+                m for m in self.realtime.views[gen] if not m.startswith(f"{view}@")
+            )
+
+    def forget_batch_view(self, gen: int, view: str) -> None:
+        info = self.batch.generations[gen]
+        day_map = {v: d for v, d in info.day_map.items() if v != view}
+        self.batch.generations[gen] = replace(info, day_map=day_map)
+
+    def add_to_ranking(self, view: str, gen: int, day: str, key: str, pageviews: int) -> None:
+        ranking = [*self.batch.rankings[(view, gen, day)], (key, pageviews)]
+        self.batch.rankings[(view, gen, day)] = sorted(ranking, key=lambda kv: (-kv[1], kv[0]))
 
 
 def commit_realtime(client: redis.Redis, logged: Sequence[Logged], upto: dict[int, int]) -> None:

@@ -65,11 +65,4 @@ async def post_events(request: Request, services: ServicesDep, _: ApiKeyDep) -> 
     are deduplicated by `event_id` downstream, so resending after an error is safe."""
     body = await read_body(request, services.settings.api_max_body_bytes)
     accepted = await services.ingest.produce(parse_events(body, services.settings))
-    return render.json_response(
-        {
-            "accepted": len(accepted.events),
-            "events": [{"event_id": e, "partition": p, "offset": o} for e, p, o in accepted.events],
-            "token": accepted.token,
-        },
-        status_code=202,
-    )
+    return render.json_response(render.accepted(accepted), status_code=202)

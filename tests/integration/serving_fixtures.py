@@ -5,28 +5,42 @@
   a batch run costs seconds, and these tests only read.
 - ``bare``: a served generation without any batch views (opened and published through the
   registry, no Spark), for API tests that write events and read them back from realtime views.
+
+:class:`StoreBackend` is the serving suite's backend (tests.serving_suite) on MongoDB and Redis:
+it writes the oracle's views (tests.serving_support.generation_views) in the stored layouts the
+batch and speed layers write, and queries them through the real readers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
-from pymongo import MongoClient
+from pymongo import AsyncMongoClient, MongoClient
 
 from batch_layer.job import BatchJob
+from batch_layer.store import collection_name, rank_document_id, rank_documents, ranking_from_chunks
 from config.settings import Settings
 from contract import TimeBounds, decode
+from generations import keys
 from generations.registry import Generation, GenerationRegistry
 from ingest.topics import log_end_offsets
+from serving_layer.model import BatchDoc, SpeedCommit
+from serving_layer.mongo import MongoBatchReader
+from serving_layer.readers import BatchReader, RealtimeReader
+from serving_layer.redis_realtime import RedisRealtimeReader, connect
 from speed_layer.job import SpeedJob
 from tests.integration.conftest import isolated_platform, produce, traffic
 from tests.integration.test_ingest_kafka import consume_all
-from tests.serving_support import Logged
+from tests.serving_support import GenerationViews, Logged, ServingBackend, generation_views
+from views.rows import row_to_document
 
 WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))
 
@@ -101,3 +115,133 @@ def bare(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with isolated_platform(stack, tmp_path_factory.mktemp("bare"), redis_db=6) as settings:
         publish_empty_generation(settings)
         yield settings
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: a store "down" for the readers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@contextlib.asynccontextmanager
+async def store_readers(
+    settings: Settings, *, batch_down: bool = False, realtime_down: bool = False
+) -> AsyncIterator[tuple[BatchReader, RealtimeReader]]:
+    """The API's readers of ``settings``' MongoDB and Redis (either one at a closed port if asked)."""
+    dead = f"mongodb://127.0.0.1:{closed_port()}/?serverSelectionTimeoutMS=500&connectTimeoutMS=500"
+    redis_settings = settings.model_copy(update={"redis_port": closed_port()}) if realtime_down else settings
+    mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(dead if batch_down else settings.mongo_url)
+    redis_client = connect(redis_settings)
+    try:
+        yield MongoBatchReader(mongo, settings.mongo_db, 64 << 20), RedisRealtimeReader(redis_client)
+    finally:
+        await redis_client.aclose()
+        await mongo.close()
+
+
+def stored_document(key: str, day: str, doc: BatchDoc) -> dict[str, Any]:
+    """A batch document as the batch layer stores it (views.rows.row_to_document of its row)."""
+    hours = [
+        {"hour": h, "pv": pv, "uv": uv, "sk": sk}
+        for h, (pv, uv, sk) in enumerate(zip(doc.h_pv, doc.h_uv, doc.h_sk, strict=True))
+        if pv
+    ]
+    return row_to_document({"key": key, "day": day, "pv": doc.pv, "uv": doc.uv, "sk": doc.sk, "hours": hours})
+
+
+class StoreBackend(ServingBackend):
+    """The serving suite's backend on MongoDB (FerretDB) and Redis; every load a new generation."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
+        self.db = self.client[settings.mongo_db]
+        self.redis = redis_of(settings)
+        self.gen = 0
+
+    def __enter__(self) -> StoreBackend:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.client.close()
+        self.redis.close()
+
+    def load(self, cut: dict[int, int], logged: Sequence[Logged]) -> int:
+        self.gen += 1
+        v = generation_views(self.gen, cut, logged)
+        self._write_batch(v)
+        self._write_realtime(v)
+        return self.gen
+
+    def _write_batch(self, v: GenerationViews) -> None:
+        info = v.info
+        by_view: dict[str, list[dict[str, Any]]] = {}
+        for (view, key, day), doc in v.docs.items():
+            by_view.setdefault(view, []).append(stored_document(key, day, doc))
+        for (view, day), ranking in v.rankings.items():
+            by_view.setdefault(view, []).extend(rank_documents(day, ranking))
+        for view, docs in by_view.items():
+            self.db[collection_name(view, info.gen)].insert_many(docs)
+        generation = Generation(
+            info.gen,
+            "full",
+            "served",
+            info.cut,
+            info.started_at,
+            info.served_at,
+            info.served_at,
+            day_map=info.day_map,
+            fingerprints=info.fingerprints,
+            views=info.views,
+        )
+        self.db["generations"].insert_one(generation.to_document())
+        self.db["registry"].replace_one(
+            {"_id": "served"}, {"_id": "served", "gen": info.gen, "at": info.served_at}, upsert=True
+        )
+
+    def _write_realtime(self, v: GenerationViews) -> None:
+        gen = v.info.gen
+        with self.redis.pipeline(transaction=True) as pipe:
+            for (view, key, day), fields in v.hashes.items():
+                pipe.hset(keys.realtime_key(gen, view, key, day), mapping=dict(fields))
+            for (view, day), ranks in v.ranks.items():
+                pipe.zadd(keys.realtime_rank_key(gen, view, day), dict(ranks))
+            pipe.sadd(keys.realtime_views_key(gen), keys.VIEWS_SENTINEL, *v.counted)
+            pipe.sadd(keys.REALTIME_GENS, gen)
+            pipe.set(keys.SERVED, keys.encode_served(keys.Served(gen, v.info.cut)))
+            pipe.set(keys.SPEED_COMMIT, keys.encode_commit(v.commit))
+            pipe.execute()
+
+    def readers(
+        self, *, batch_down: bool, realtime_down: bool
+    ) -> AbstractAsyncContextManager[tuple[BatchReader, RealtimeReader]]:
+        return store_readers(self.settings, batch_down=batch_down, realtime_down=realtime_down)
+
+    def commit(self) -> SpeedCommit:
+        return keys.decode_commit(self.redis.get(keys.SPEED_COMMIT))
+
+    def set_commit(self, commit: SpeedCommit) -> None:
+        self.redis.set(keys.SPEED_COMMIT, keys.encode_commit(commit))
+
+    def forget_counted_view(self, gen: int, view: str | None) -> None:
+        name = keys.realtime_views_key(gen)
+        if view is None:
+            self.redis.delete(name)
+        else:
+            marks = [m for m in self.redis.smembers(name) if m.decode().startswith(f"{view}@")]
+            self.redis.srem(name, *marks)
+
+    def forget_batch_view(self, gen: int, view: str) -> None:
+        self.db["generations"].update_one({"_id": gen}, {"$unset": {f"day_map.{view}": ""}})
+
+    def add_to_ranking(self, view: str, gen: int, day: str, key: str, pageviews: int) -> None:
+        target = self.db[collection_name(view, gen)]
+        first = target.find_one({"_id": rank_document_id(day)})
+        assert first is not None
+        ids = [rank_document_id(day, i) for i in range(first["chunks"])]
+        ranking = ranking_from_chunks([target.find_one({"_id": i}) for i in ids])
+        assert ranking is not None
+        target.delete_many({"_id": {"$in": ids}})
+        target.insert_many(rank_documents(day, [*ranking, (key, pageviews)]))

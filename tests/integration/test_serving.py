@@ -1,51 +1,53 @@
-"""The serving layer on real MongoDB (FerretDB) and Redis: merged answers equal a recount of the
-log, and stay equal to some committed state while a batch run switches the served generation."""
+"""The serving layer on real MongoDB (FerretDB) and Redis: the serving oracle suite
+(tests.serving_suite) on the real readers; merged answers of the real batch and speed layers equal
+a recount of the log, and stay equal to some committed state while a batch run switches the served
+generation."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
-from pymongo import AsyncMongoClient, MongoClient
+from pymongo import MongoClient
 
 from api.app import create_app
 from batch_layer.job import BatchJob
 from batch_layer.store import BatchViewStore
 from config.settings import Settings
 from serving_layer import Granularity, QueryEngine, SeriesQuery, TopQuery
-from serving_layer.mongo import MongoBatchReader
-from serving_layer.redis_realtime import RedisRealtimeReader, connect
-from serving_layer.tiling import HOUR, buckets
+from serving_layer.tiling import HOUR
 from tests.integration.conftest import produce
-from tests.integration.serving_fixtures import Served, isolated_platform, read_log, redis_of
+from tests.integration.serving_fixtures import (
+    Served,
+    StoreBackend,
+    isolated_platform,
+    read_log,
+    redis_of,
+)
 from tests.integration.test_batch_layer import traffic
 from tests.oracle import dedup, recount
-from tests.serving_support import assert_estimate, commit_realtime, count
+from tests.serving_suite import ServingOracle, assert_series_equal_the_recount
+from tests.serving_support import commit_realtime
 
-T = TypeVar("T")
+
+@pytest.fixture(scope="module")
+def backend(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreBackend]:
+    with (
+        isolated_platform(stack, tmp_path_factory.mktemp("stores"), redis_db=8) as settings,
+        StoreBackend(settings) as stores,
+    ):
+        yield stores
 
 
-def with_engine(settings: Settings, query: Callable[[QueryEngine], Awaitable[T]]) -> T:
-    async def go() -> T:
-        mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(settings.mongo_url)
-        redis_client = connect(settings)
-        try:
-            engine = QueryEngine(
-                MongoBatchReader(mongo, settings.mongo_db, 64 << 20), RedisRealtimeReader(redis_client)
-            )
-            return await query(engine)
-        finally:
-            await redis_client.aclose()
-            await mongo.close()
-
-    return asyncio.run(go())
+class TestServingOnStores(ServingOracle):
+    """tests.serving_suite on MongoBatchReader and RedisRealtimeReader."""
 
 
 def span(events: list[Any]) -> tuple[datetime, datetime]:
@@ -75,15 +77,8 @@ def test_merged_answers_equal_the_recount_of_the_log(served: Served) -> None:
             for a, b in ranges:
                 for granularity in Granularity:
                     q = SeriesQuery(view, key, a, b, granularity)
-                    pv = await engine.pageviews(q)
-                    assert pv.total == count(events, view, key, a, b)[0], (view, key, a, b)
-                    assert [p.pageviews for p in pv.series] == [
-                        count(events, view, key, bucket.start, bucket.end)[0]
-                        for bucket in buckets(a, b, granularity)
-                    ]
-                    uv = await engine.unique_visitors(q)
-                    assert_estimate(uv.total, len(count(events, view, key, a, b)[1]))
-                    assert pv.coverage.generation == served.generation.gen and not pv.coverage.partial
+                    pv = await assert_series_equal_the_recount(engine, events, q, bucket_visitors=False)
+                    assert pv.coverage.generation == served.generation.gen
 
         day_start = start.replace(hour=0)
         top = await engine.top(TopQuery("page", start, end, limit=10))
@@ -94,7 +89,8 @@ def test_merged_answers_equal_the_recount_of_the_log(served: Served) -> None:
         assert top.start == day_start
         assert top.entries == sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
 
-    with_engine(served.settings, check)
+    with StoreBackend(served.settings) as stores:
+        stores.query(check)
 
 
 def test_the_batch_layer_writes_a_ranking_per_day(served: Served) -> None:

@@ -1,0 +1,166 @@
+"""Rendering benchmark: api.render's hand-built dicts + orjson against the pydantic response models.
+
+The answers are the largest the API gives routinely: a 30-day hourly /v1/timeseries (720
+buckets, each with page views and visitors) and a 10-value /v1/breakdown. Each is rendered to
+JSON bytes ``--number`` times, twice over, in ``--rounds`` alternating rounds (so that the load
+of a shared machine weighs on both alike):
+
+  hand    api.render's dict, encoded by orjson (what the API does);
+  models  the same answer built as api.schemas models (validated on construction) and encoded by
+          pydantic's serializer (``__pydantic_serializer__.to_json``): the models as the one
+          definition at run time.
+
+Both give the same content (checked before timing). Printed: microseconds per render of the
+best round, and the median over the rounds of models/hand; nothing is written.
+
+    python -m bench.render
+    python -m bench.render --number 2000 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import timeit
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from api import render
+from api.schemas import (
+    BreakdownEntry,
+    BreakdownResponse,
+    BreakdownTotals,
+    Covers,
+    TimeseriesPoint,
+    TimeseriesResponse,
+    Totals,
+)
+from api.schemas import Distinct as DistinctModel
+from serving_layer import Coverage, Granularity, TopAnswer
+from serving_layer.engine import Distinct, SeriesAnswer, SeriesPoint, SeriesQuery, TopQuery
+from views.scopes import value_of
+
+START = datetime(2026, 10, 22, tzinfo=UTC)
+SITE = "shop.example.com"
+COVERAGE = Coverage(
+    12, {0: 2496775, 1: 2506513}, datetime(2026, 11, 21, 6, tzinfo=UTC), {0: 2503120, 1: 2512877}, False, ()
+)
+VISITORS = Distinct(790.4123, 775.1234, 806.2345, False)
+
+TIMESERIES = SeriesAnswer(
+    SeriesQuery("country", f"{SITE}|DE", START, START + timedelta(days=30), Granularity.HOUR),
+    [
+        SeriesPoint(START + timedelta(hours=h), 100 + h, Distinct(40.0 + h, 39.0 + h, 41.5 + h, h % 2 == 0))
+        for h in range(720)
+    ],
+    123456,
+    VISITORS,
+    COVERAGE,
+)
+BREAKDOWN = TopAnswer(
+    TopQuery("referrer", START, START + timedelta(days=7), 10, SITE, visitors=True),
+    START,
+    START + timedelta(days=7),
+    [(f"{SITE}|www.site{i}.com", 5000 - i) for i in range(10)],
+    COVERAGE,
+    [VISITORS] * 10,
+    80112,
+    VISITORS,
+)
+
+
+def hand_timeseries() -> bytes:
+    return orjson.dumps(render.timeseries(TIMESERIES, SITE, "DE"), option=render.JSON_OPTIONS)
+
+
+def hand_breakdown() -> bytes:
+    return orjson.dumps(render.breakdown(BREAKDOWN, per_site=True), option=render.JSON_OPTIONS)
+
+
+def _distinct(d: Distinct) -> DistinctModel:
+    return DistinctModel(
+        estimate=round(d.estimate, 2), lower=round(d.lower, 2), upper=round(d.upper, 2), exact=d.exact
+    )
+
+
+def _meta(c: Coverage) -> dict[str, Any]:
+    covers = Covers(
+        generation=c.generation,
+        batch_offsets={str(p): o for p, o in c.batch_offsets.items()},
+        batch_as_of=c.batch_as_of,
+        realtime_offsets=None
+        if c.realtime_offsets is None
+        else {str(p): o for p, o in c.realtime_offsets.items()},
+    )
+    return {"partial": c.partial, "missing": list(c.missing), "covers": covers}
+
+
+def model_timeseries() -> bytes:
+    a, q = TIMESERIES, TIMESERIES.query
+    m = TimeseriesResponse(
+        dimension=q.view,
+        site=SITE,
+        value="DE",
+        **{"from": q.start},
+        to=q.end,
+        granularity=q.granularity,
+        series=[
+            TimeseriesPoint(start=p.start, pageviews=p.pageviews, visitors=_distinct(p.visitors))
+            for p in a.series
+        ],
+        total=Totals(pageviews=a.pageviews, visitors=_distinct(a.visitors)),
+        **_meta(a.coverage),
+    )
+    return m.__pydantic_serializer__.to_json(m, by_alias=True)
+
+
+def model_breakdown() -> bytes:
+    a = BREAKDOWN
+    assert a.visitors is not None and a.total_visitors is not None
+    m = BreakdownResponse(
+        dimension=a.query.view,
+        site=a.query.site,
+        **{"from": a.start},
+        to=a.end,
+        limit=a.query.limit,
+        entries=[
+            BreakdownEntry(
+                rank=i, value=value_of(k, True), pageviews=v, visitors=None if d is None else _distinct(d)
+            )
+            for i, ((k, v), d) in enumerate(zip(a.entries, a.visitors, strict=True), 1)
+        ],
+        totals=BreakdownTotals(pageviews=a.total_pageviews, visitors=_distinct(a.total_visitors)),
+        **_meta(a.coverage),
+    )
+    return m.__pydantic_serializer__.to_json(m, by_alias=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=10_000, help="renders of each kind")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating timed rounds they are split in")
+    args = parser.parse_args()
+    pairs: list[tuple[str, Callable[[], bytes], Callable[[], bytes]]] = [
+        ("timeseries, 720 hourly buckets", hand_timeseries, model_timeseries),
+        ("breakdown, 10 values", hand_breakdown, model_breakdown),
+    ]
+    per_round = max(1, args.number // args.rounds)
+    for name, hand, model in pairs:
+        assert orjson.loads(hand()) == orjson.loads(model()), f"{name}: the two renders differ"
+        times: dict[str, list[float]] = {"hand": [], "models": []}
+        ratios = []
+        for _ in range(args.rounds):
+            for label, f in (("hand", hand), ("models", model)):
+                times[label].append(timeit.timeit(f, number=per_round) / per_round * 1e6)
+            ratios.append(times["models"][-1] / times["hand"][-1])
+        print(
+            f"{name}: hand {min(times['hand']):.1f} us, models {min(times['models']):.1f} us per render "
+            f"(best round); models/hand {statistics.median(ratios):.2f}x (median of {args.rounds} rounds)"
+        )
+
+
+if __name__ == "__main__":
+    main()
