@@ -43,6 +43,11 @@ def _tail(path: Path, lines: int = 40) -> str:
         return f"(no log at {path})"
 
 
+def _logs(service: Service, out: Path) -> str:
+    """The ends of what a service printed and of its own log: why it did not come up."""
+    return f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
+
+
 def _probe(service: Service) -> str | None:
     """None when healthy, else why not."""
     try:
@@ -74,8 +79,7 @@ def start(service: Service, timeout: float) -> bool:
         """One look: raises if the process died, else the probe's complaint (None: healthy)."""
         if proc.poll() is not None:
             raise ServiceError(
-                f"{service.name} exited with code {proc.returncode} during start-up.\n"
-                f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
+                f"{service.name} exited with code {proc.returncode} during start-up.\n" + _logs(service, out)
             )
         return _probe(service)
 
@@ -91,7 +95,7 @@ def start(service: Service, timeout: float) -> bool:
     stop(service)
     raise ServiceError(
         f"{service.name} did not answer its probe within {timeout:.0f} s ({last_error}).\n"
-        f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
+        + _logs(service, out)
     )
 
 
