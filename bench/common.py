@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 
 from config.settings import Settings
@@ -56,14 +57,9 @@ def produce_generated(settings: Settings, console: Console, total: int, span_hou
 
 
 def machine() -> dict[str, Any]:
-    mem_kb = 0
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                mem_kb = int(line.split()[1])
     return {
         "cores": os.cpu_count(),
-        "memory_gib": round(mem_kb / 1024**2, 1),
+        "memory_gib": round(psutil.virtual_memory().total / 1024**3, 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "commit": _git_commit(),

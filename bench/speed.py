@@ -59,16 +59,11 @@ def _settings(base: Settings, name: str) -> Settings:
 
 
 def _env(settings: Settings, trigger_s: float, max_offsets: int) -> dict[str, str]:
-    return {
-        **os.environ,
-        "LAMBDA_EVENTS_TOPIC": settings.events_topic,
-        "LAMBDA_DLQ_TOPIC": settings.dlq_topic,
-        "LAMBDA_MONGO_DB": settings.mongo_db,
-        "LAMBDA_REDIS_DB": str(settings.redis_db),
-        "LAMBDA_SPEED_CHECKPOINT_PATH": settings.speed_checkpoint_uri,
-        "LAMBDA_SPEED_TRIGGER_S": str(trigger_s),
-        "LAMBDA_SPEED_MAX_OFFSETS_PER_TRIGGER": str(max_offsets),
-    }
+    """The speed layer's process: this benchmark's settings with its trigger and batch size."""
+    job = settings.model_copy(
+        update={"speed_trigger_s": trigger_s, "speed_max_offsets_per_trigger": max_offsets}
+    )
+    return {**os.environ, **job.to_env()}
 
 
 def _fresh(settings: Settings) -> redis.Redis:

@@ -28,15 +28,14 @@ import asyncio
 import itertools
 import json
 import logging
-import os
 import random
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
+import psutil
 from pymongo import AsyncMongoClient, MongoClient
 from rich.console import Console
 
@@ -45,6 +44,7 @@ from bench.common import RESULTS_DIR, machine
 from config.settings import Settings, get_settings
 from stack import control
 from stack.ferretdb_workaround import ensure_id_indexes
+from stack.services import FerretDB
 from views.rows import document_id, row_to_document
 
 DB_NAME = "bench_store"
@@ -103,13 +103,15 @@ def _timed(fn: Callable[[], object]) -> float:
 
 
 def ferretdb_cpu_s(settings: Settings) -> float | None:
-    """CPU seconds (user + system) the local FerretDB process has used, if it runs here."""
-    try:
-        pid = int((settings.run_dir / "ferretdb.pid").read_text())
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, ValueError):
+    """CPU seconds (user + system) the local FerretDB process has used, if this stack runs it."""
+    proc = FerretDB(settings).supervised.process()
+    if proc is None:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    try:
+        times = proc.cpu_times()
+    except psutil.NoSuchProcess:
+        return None
+    return float(times.user + times.system)
 
 
 def write(

@@ -7,6 +7,7 @@ on 127.0.0.1 with no configuration at all; production overrides the addresses an
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,8 +17,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+ENV_PREFIX = "LAMBDA_"
+ENV_NONE = "null"
+"""How the environment says "no value" for an optional field (``LAMBDA_MONGO_URI=null``)."""
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LAMBDA_", env_file=None, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=None, extra="ignore", env_parse_none_str=ENV_NONE
+    )
 
     # --- where things live -------------------------------------------------------------------
     var_dir: Path = Field(
@@ -158,6 +166,21 @@ class Settings(BaseSettings):
     # --- the probes and timeouts of the local stack ---------------------------------------------
     stack_start_timeout_s: float = 60.0
 
+    def to_env(self, *fields: str) -> dict[str, str]:
+        """The ``LAMBDA_*`` variables that make another process (a job, a CLI under test, a
+        benchmark's subprocess) read exactly these settings: every field, or the named ones.
+
+        Values are written the way the settings read them back: paths as text, secrets revealed,
+        booleans and containers as JSON, None as ``null``.
+        """
+        unknown = set(fields) - set(type(self).model_fields)
+        if unknown:
+            raise ValueError(f"not settings: {', '.join(sorted(unknown))}")
+        return {
+            f"{ENV_PREFIX}{name.upper()}": _env_value(getattr(self, name))
+            for name in fields or type(self).model_fields
+        }
+
     @property
     def kafka_bootstrap(self) -> str:
         return f"{self.kafka_host}:{self.kafka_port}"
@@ -194,6 +217,16 @@ class Settings(BaseSettings):
     @property
     def run_dir(self) -> Path:
         return self.var_dir / "run"
+
+
+def _env_value(value: object) -> str:
+    if value is None:
+        return ENV_NONE
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, bool | dict | list):
+        return json.dumps(value)
+    return str(value)
 
 
 @lru_cache(maxsize=1)

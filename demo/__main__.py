@@ -10,24 +10,27 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import redis
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from config.settings import get_settings
 from generations import keys
 from ingest.topics import log_end_offsets
 
 
-def _wait(what: str, ready: Any, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if time.monotonic() > deadline:
-            sys.exit(f"demo: gave up waiting for {what} after {timeout:.0f} s (see var/log/)")
-        time.sleep(0.5)
+def _wait(what: str, ready: Callable[[], bool], timeout: float = 180.0) -> None:
+    """Ask ``ready`` every half second until it says yes; exit the demo after ``timeout``."""
+    try:
+        Retrying(
+            stop=stop_after_delay(timeout), wait=wait_fixed(0.5), retry=retry_if_result(lambda ok: not ok)
+        )(ready)
+    except RetryError:
+        sys.exit(f"demo: gave up waiting for {what} after {timeout:.0f} s (see var/log/)")
 
 
 def _api_ready(base: str) -> bool:

@@ -9,7 +9,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # OffsetSpec: re-exported, untyped
+    AdminClient,
+    OffsetSpec,
+)
 from confluent_kafka.cimpl import NewTopic
 
 from config.settings import Settings
@@ -87,47 +91,51 @@ def delete_topics(settings: Settings, names: list[str], timeout: float = 30.0) -
             future.result(timeout)
 
 
+# OffsetSpec's factories have no type hints; these are the offsets the platform asks for.
+EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+"""The oldest offset a partition still holds (retention moves it)."""
+LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+"""The offset the next record of a partition will get (the high watermark)."""
+
+
+def partition_offsets(admin: AdminClient, topic: str, spec: OffsetSpec, timeout: float) -> dict[int, int]:
+    """Per partition of ``topic``, the offset ``spec`` names: EARLIEST, LATEST, or
+    ``OffsetSpec.for_timestamp(ms)``: the first record whose timestamp is at or after ms (-1 where
+    there is none), as a consumer's ``offsets_for_times`` says. One request, no consumer."""
+    meta = admin.list_topics(topic, timeout=timeout).topics[topic]
+    if meta.error is not None:
+        raise RuntimeError(f"topic {topic}: {meta.error}")
+    request = {TopicPartition(topic, p): spec for p in sorted(meta.partitions)}
+    futures = admin.list_offsets(request, request_timeout=timeout)
+    return {tp.partition: int(future.result(timeout).offset) for tp, future in futures.items()}
+
+
 def watermarks(settings: Settings, timeout: float, topic: str | None = None) -> dict[int, tuple[int, int]]:
     """Per partition of ``topic`` (default `events`): (oldest offset still held, next offset)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "lambda-offsets-probe"})
-    try:
-        topic = topic or settings.events_topic
-        meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
-        if meta.error is not None:
-            raise RuntimeError(f"topic {topic}: {meta.error}")
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            for p in sorted(meta.partitions)
-        }
-    finally:
-        consumer.close()
+    topic = topic or settings.events_topic
+    admin = admin_client(settings)
+    low = partition_offsets(admin, topic, EARLIEST, timeout)
+    high = partition_offsets(admin, topic, LATEST, timeout)
+    return {p: (low[p], high[p]) for p in sorted(high)}
 
 
-def log_end_offsets(settings: Settings, timeout: float = 10.0) -> dict[int, int]:
-    """Per partition of `events`, the offset the next record will get (the high watermark)."""
-    return {p: high for p, (_, high) in watermarks(settings, timeout).items()}
+def log_end_offsets(settings: Settings, timeout: float = 10.0, topic: str | None = None) -> dict[int, int]:
+    """Per partition of ``topic`` (default `events`), the offset the next record will get."""
+    return partition_offsets(admin_client(settings), topic or settings.events_topic, LATEST, timeout)
 
 
 def log_start_offsets(settings: Settings, timeout: float = 10.0) -> dict[int, int]:
     """Per partition of `events`, the oldest offset still in the log (retention moves it)."""
-    return {p: low for p, (low, _) in watermarks(settings, timeout).items()}
+    return partition_offsets(admin_client(settings), settings.events_topic, EARLIEST, timeout)
 
 
 def offsets_for_time(settings: Settings, timestamp_ms: int, timeout: float = 10.0) -> dict[int, int]:
     """Per partition of `events`, the first offset appended at or after ``timestamp_ms`` (the log
     end where none is)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "lambda-offsets-probe"})
-    try:
-        topic = settings.events_topic
-        partitions = sorted(consumer.list_topics(topic, timeout=timeout).topics[topic].partitions)
-        found = consumer.offsets_for_times(
-            [TopicPartition(topic, p, timestamp_ms) for p in partitions], timeout=timeout
-        )
-        ends = log_end_offsets(settings, timeout)
-        return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition] for tp in found}
-    finally:
-        consumer.close()
+    admin = admin_client(settings)
+    topic = settings.events_topic
+    found = partition_offsets(admin, topic, OffsetSpec.for_timestamp(timestamp_ms), timeout)
+    if all(offset >= 0 for offset in found.values()):
+        return found
+    ends = partition_offsets(admin, topic, LATEST, timeout)
+    return {p: offset if offset >= 0 else ends[p] for p, offset in found.items()}

@@ -38,11 +38,19 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pymongo import MongoClient
+from tenacity import (
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_fixed,
+)
 
 from config.settings import Settings
 from config.spark import hadoop_path, spark_session
@@ -57,7 +65,7 @@ from speed_layer.sink import RealtimeSink
 from views import all_views, compute, fingerprint, input_columns
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
@@ -70,6 +78,10 @@ DEDUP_COLUMN = "_dedup"
 LOG_COLUMNS = ("kafka_partition", "kafka_offset")
 REDIS_RETRY_S = 120.0
 """How long a micro-batch keeps retrying while Redis is unreachable (a restart) before failing."""
+REDIS_RETRY_WAIT_S = 1.0
+"""The pause between two tries while Redis is unreachable."""
+
+T = TypeVar("T")
 
 
 class RealtimeStateLost(RuntimeError):
@@ -147,8 +159,6 @@ class SpeedJob:
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
-        self._redis_down_since: float | None = None
-        """When the current Redis outage began (None: Redis answered last time)."""
 
     def close(self) -> None:
         self.dlq.flush()
@@ -240,7 +250,7 @@ class SpeedJob:
         report = BatchReport(batch_id)
         end_offsets = self._batch_offsets(batch_id)
         prev_offsets = self._batch_offsets(batch_id - 1) if batch_id > 0 else None
-        stored = keys.decode_commit(self._redis_call(lambda: self.redis.get(keys.SPEED_COMMIT)))
+        stored = keys.decode_commit(redis_call(lambda: self.redis.get(keys.SPEED_COMMIT)))
         if already_committed(stored, batch_id, prev_offsets):
             report.skipped = True
             log.info("batch %d was committed before a restart: skipped", batch_id)
@@ -298,66 +308,74 @@ class SpeedJob:
         the rows are computed, EXEC fails and the rows are computed again for the new set, so the
         new cut (at or after everything committed) and this batch never disagree.
         """
-        computed_for: dict[int, Offsets] | None = None
-        rows: list[Any] = []
-        while True:
-            try:
-                with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.watch(keys.ACTIVE, keys.SPEED_COMMIT)  # type: ignore[no-untyped-call]
-                    # Checked again under WATCH: Redis may have been flushed since the first look.
-                    if already_committed(
-                        keys.decode_commit(pipe.get(keys.SPEED_COMMIT)), batch_id, prev_offsets
-                    ):
-                        return 0, []
-                    active = keys.decode_active(pipe.get(keys.ACTIVE))
-                    if not active:
-                        pipe.unwatch()
-                        self.registry.ensure_hot_copy()
-                        continue
-                    if active != computed_for:
-                        t0 = time.monotonic()
-                        rows = self._rows(valid, active) if valid is not None else []
-                        computed_for = active
-                        report.phases["views"] = time.monotonic() - t0
-                    t0 = time.monotonic()
-                    sink = RealtimeSink(self.settings.realtime_ttl_s)
-                    for row in rows:
-                        sink.add(row["gen"], row["view"], row)
-                    sink.read_sketches(self.redis)
-                    previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
-                    counted = {g: self._counted_views(pipe, g) for g in active}
-                    reasons_total = dict(previous.get("invalid_reasons_total") or {})
-                    for name, n in report.invalid_reasons.items():
-                        reasons_total[name] = int(reasons_total.get(name, 0)) + n
-                    pipe.multi()
-                    written = sink.flush(pipe)
-                    for g, marks in counted.items():
-                        self._record_views(pipe, g, marks)
-                    pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(batch_id, end_offsets)))
-                    pipe.set(
-                        keys.SPEED_STATS,
-                        json.dumps(
-                            {
-                                "batch_id": batch_id,
-                                "at": datetime.now(UTC).isoformat(),
-                                "rows": report.rows,
-                                "seconds": round(time.monotonic() - report.started, 3),
-                                "lag": {str(p): n for p, n in self._lag.items()},
-                                "invalid_total": int(previous.get("invalid_total", 0)) + report.invalid,
-                                "invalid_reasons": report.invalid_reasons,
-                                "invalid_reasons_total": reasons_total,
-                                "generations": sorted(active),
-                            }
-                        ),
-                    )
-                    pipe.execute()
-                    self._redis_down_since = None
-                    report.phases["commit"] = time.monotonic() - t0
-                    return written, sorted(active)
-            except redis.WatchError:
+        pending = _PendingCommit(valid, batch_id, prev_offsets, end_offsets, report)
+
+        def attempt() -> tuple[int, list[int]]:
+            return self._commit_once(pending)
+
+        def recomputing(state: RetryCallState) -> None:
+            if state.outcome is not None and isinstance(state.outcome.exception(), redis.WatchError):
                 log.info("batch %d: the active generations changed during the batch; recomputing", batch_id)
-            except redis.ConnectionError as exc:
-                self._wait_for_redis(exc)
+
+        # Each attempt waits through a Redis outage of its own (a WatchError means Redis answered).
+        result: tuple[int, list[int]] = Retrying(
+            retry=retry_if_exception_type((redis.WatchError, _NoActiveGeneration)), before_sleep=recomputing
+        )(redis_call, attempt)
+        return result
+
+    def _commit_once(self, pending: _PendingCommit) -> tuple[int, list[int]]:
+        """One WATCH/MULTI/EXEC attempt of :meth:`_commit`; raises WatchError when the registry
+        changed under it, :class:`_NoActiveGeneration` after creating the first generation."""
+        batch_id, prev_offsets, report = pending.batch_id, pending.prev_offsets, pending.report
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.watch(keys.ACTIVE, keys.SPEED_COMMIT)  # type: ignore[no-untyped-call]
+            # Checked again under WATCH: Redis may have been flushed since the first look.
+            if already_committed(keys.decode_commit(pipe.get(keys.SPEED_COMMIT)), batch_id, prev_offsets):
+                return 0, []
+            active = keys.decode_active(pipe.get(keys.ACTIVE))
+            if not active:
+                pipe.unwatch()
+                self.registry.ensure_hot_copy()
+                raise _NoActiveGeneration
+            if active != pending.computed_for:
+                t0 = time.monotonic()
+                pending.rows = self._rows(pending.valid, active) if pending.valid is not None else []
+                pending.computed_for = active
+                report.phases["views"] = time.monotonic() - t0
+            t0 = time.monotonic()
+            sink = RealtimeSink(self.settings.realtime_ttl_s)
+            for row in pending.rows:
+                sink.add(row["gen"], row["view"], row)
+            sink.read_sketches(self.redis)
+            previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
+            counted = {g: self._counted_views(pipe, g) for g in active}
+            reasons_total = dict(previous.get("invalid_reasons_total") or {})
+            for name, n in report.invalid_reasons.items():
+                reasons_total[name] = int(reasons_total.get(name, 0)) + n
+            pipe.multi()
+            written = sink.flush(pipe)
+            for g, marks in counted.items():
+                self._record_views(pipe, g, marks)
+            pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(batch_id, pending.end_offsets)))
+            pipe.set(
+                keys.SPEED_STATS,
+                json.dumps(
+                    {
+                        "batch_id": batch_id,
+                        "at": datetime.now(UTC).isoformat(),
+                        "rows": report.rows,
+                        "seconds": round(time.monotonic() - report.started, 3),
+                        "lag": {str(p): n for p, n in self._lag.items()},
+                        "invalid_total": int(previous.get("invalid_total", 0)) + report.invalid,
+                        "invalid_reasons": report.invalid_reasons,
+                        "invalid_reasons_total": reasons_total,
+                        "generations": sorted(active),
+                    }
+                ),
+            )
+            pipe.execute()
+            report.phases["commit"] = time.monotonic() - t0
+            return written, sorted(active)
 
     def _rows(self, valid: DataFrame, active: dict[int, Offsets]) -> list[Any]:
         """One collect for every (generation, view): the view rows of this micro-batch.
@@ -395,23 +413,43 @@ class SpeedJob:
         sources = json.loads(text.strip().splitlines()[-1])
         return {int(p): int(o) for p, o in sources[self.settings.events_topic].items()}
 
-    def _redis_call(self, fn: Any) -> Any:
-        while True:
-            try:
-                result = fn()
-                self._redis_down_since = None
-                return result
-            except redis.ConnectionError as exc:
-                self._wait_for_redis(exc)
 
-    def _wait_for_redis(self, exc: Exception) -> None:
-        """Wait through a Redis restart; give up when one outage lasts longer than REDIS_RETRY_S."""
-        if self._redis_down_since is None:
-            self._redis_down_since = time.monotonic()
-        if time.monotonic() - self._redis_down_since > REDIS_RETRY_S:
-            raise RuntimeError(f"Redis unreachable for {REDIS_RETRY_S:.0f} s: {exc}") from exc
-        log.warning("Redis unreachable (%s); retrying", exc)
-        time.sleep(1.0)
+def redis_call(fn: Callable[[], T]) -> T:
+    """``fn()``, waiting through a Redis restart: retried every REDIS_RETRY_WAIT_S while Redis is
+    unreachable, given up when this call has lasted REDIS_RETRY_S. Every call has a clock of its
+    own, so an outage is never charged with the time of an earlier one."""
+    try:
+        return Retrying(
+            retry=retry_if_exception_type(redis.ConnectionError),
+            stop=stop_after_delay(REDIS_RETRY_S),
+            wait=wait_fixed(REDIS_RETRY_WAIT_S),
+            before_sleep=_log_redis_unreachable,
+        )(fn)
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise RuntimeError(f"Redis unreachable for {REDIS_RETRY_S:.0f} s: {last}") from last
+
+
+@dataclass
+class _PendingCommit:
+    """One micro-batch on its way to Redis: what every commit attempt shares, and the rows computed
+    so far with the generations they are for (an attempt recomputes them only when those changed)."""
+
+    valid: DataFrame | None
+    batch_id: int
+    prev_offsets: Offsets | None
+    end_offsets: Offsets
+    report: BatchReport
+    computed_for: dict[int, Offsets] | None = None
+    rows: list[Any] = field(default_factory=list)
+
+
+class _NoActiveGeneration(Exception):
+    """The registry had no active generation: the job created generation 0; try again."""
+
+
+def _log_redis_unreachable(state: RetryCallState) -> None:
+    log.warning("Redis unreachable (%s); retrying", state.outcome.exception() if state.outcome else "?")
 
 
 def deduplicated(parsed: DataFrame, columns: Sequence[str], window_s: int) -> DataFrame:

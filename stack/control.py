@@ -1,24 +1,22 @@
 """Start, stop and inspect the local stack.
 
-Processes are tracked by pid files under ``var/run``; ``down`` signals exactly those pids, after
-checking that each still runs the command we started (a pid can be reused), and never looks
-processes up by name.
+Each service is a process of the one supervisor (stack.supervisor): tracked by a pid file under
+``var/run`` that also records its start time; ``down`` signals exactly those processes, after
+checking that each is still the one we started (a pid can be reused), and never looks processes up
+by name.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
-import subprocess
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
 from config.settings import Settings
-from stack.services import Service, ServiceError, all_services, cluster_services
+from stack.services import Service, ServiceError, all_services, cluster_services, port_open
 
 log = logging.getLogger(__name__)
 
@@ -33,29 +31,9 @@ class ServiceStatus:
     detail: str
 
 
-def _read_pid(service: Service) -> int | None:
-    try:
-        return int(service.pid_file.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def _owned_pid(service: Service) -> int | None:
     """The pid from the pid file if that process is alive and is the one we started."""
-    pid = _read_pid(service)
-    if pid is None:
-        return None
-    cmd = _cmdline(pid)
-    if not cmd or service.signature() not in cmd:
-        return None
-    return pid
+    return service.supervised.pid()
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -63,6 +41,11 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return f"(no log at {path})"
+
+
+def _logs(service: Service, out: Path) -> str:
+    """The ends of what a service printed and of its own log: why it did not come up."""
+    return f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
 
 
 def _probe(service: Service) -> str | None:
@@ -80,75 +63,49 @@ def start(service: Service, timeout: float) -> bool:
         log.info("%s already running", service.name)
         return False
     host, port = service.address
-    from stack.services import port_open
-
     if _owned_pid(service) is None and port_open(host, port):
         raise ServiceError(
             f"{service.name}: {host}:{port} is taken by a process this stack did not start; "
             "stop it or change the port in the settings"
         )
     service.settings.log_dir.mkdir(parents=True, exist_ok=True)
-    service.settings.run_dir.mkdir(parents=True, exist_ok=True)
     service.prepare()
     out = service.settings.log_dir / f"{service.name}.out"
-    with out.open("ab") as sink:
-        proc = subprocess.Popen(
-            service.command(),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C in the terminal that ran `make up` must not stop it
-            cwd=service.settings.var_dir,
-            env=service.environment(),
-        )
-    service.pid_file.write_text(f"{proc.pid}\n")
-    deadline = time.monotonic() + timeout
-    last_error = "not probed yet"
-    while time.monotonic() < deadline:
+    proc = service.supervised.start(
+        service.command(), out, cwd=service.settings.var_dir, env=service.environment()
+    )
+
+    def attempt() -> str | None:
+        """One look: raises if the process died, else the probe's complaint (None: healthy)."""
         if proc.poll() is not None:
             raise ServiceError(
-                f"{service.name} exited with code {proc.returncode} during start-up.\n"
-                f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
+                f"{service.name} exited with code {proc.returncode} during start-up.\n" + _logs(service, out)
             )
-        error = _probe(service)
-        if error is None:
-            log.info("%s up on %s:%d (pid %d)", service.name, host, port, proc.pid)
-            return True
-        last_error = error
-        time.sleep(0.25)
+        return _probe(service)
+
+    last_error = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_fixed(0.25),
+        retry=retry_if_result(lambda error: error is not None),
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else "not probed yet",
+    )(attempt)
+    if last_error is None:
+        log.info("%s up on %s:%d (pid %d)", service.name, host, port, proc.pid)
+        return True
     stop(service)
     raise ServiceError(
         f"{service.name} did not answer its probe within {timeout:.0f} s ({last_error}).\n"
-        f"--- {out} ---\n{_tail(out)}\n--- {service.log_file} ---\n{_tail(service.log_file)}"
+        + _logs(service, out)
     )
 
 
 def stop(service: Service, timeout: float = 30.0) -> bool:
     """Stop our process of this service, gracefully first. True if something was stopped."""
-    pid = _owned_pid(service)
-    if pid is None:
-        service.pid_file.unlink(missing_ok=True)
+    stopped = service.supervised.stop(timeout)
+    if stopped is None:
         return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _cmdline(pid):
-        _reap(pid)
-        time.sleep(0.1)
-    if _cmdline(pid):
-        log.warning("%s (pid %d) ignored SIGTERM for %.0f s; killing it", service.name, pid, timeout)
-        os.kill(pid, signal.SIGKILL)
-        while _cmdline(pid):
-            _reap(pid)
-            time.sleep(0.05)
-    service.pid_file.unlink(missing_ok=True)
-    log.info("%s stopped (pid %d)", service.name, pid)
+    log.info("%s stopped (pid %d)", service.name, stopped.pid)
     return True
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status if the process is our child (tests start the stack in-process)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 Catalog = Callable[[Settings], list[Service]]

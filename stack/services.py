@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from config.settings import Settings
+from stack.supervisor import Supervised
 
 
 class ServiceError(RuntimeError):
@@ -48,6 +49,11 @@ class Service(ABC):
     @property
     def pid_file(self) -> Path:
         return self.settings.run_dir / f"{self.name}.pid"
+
+    @property
+    def supervised(self) -> Supervised:
+        """Its process, as the supervisor knows it: the pid file and the command line signature."""
+        return Supervised(self.name, self.pid_file, self.signature())
 
     @property
     @abstractmethod

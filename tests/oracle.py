@@ -83,15 +83,15 @@ class LogRecord:
 def read_log(bootstrap: str, topic: str) -> list[LogRecord]:
     """Every record of ``topic``, in offset order per partition: the oracle's view of the log."""
     from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
 
     from contract import ContractError, decode
+    from ingest.topics import LATEST, partition_offsets
 
+    ends = partition_offsets(AdminClient({"bootstrap.servers": bootstrap}), topic, LATEST, 10)
+    partitions = sorted(ends)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oracle", "enable.auto.commit": False})
     try:
-        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-        }
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         records: list[LogRecord] = []
         remaining = {p for p in partitions if ends[p] > 0}

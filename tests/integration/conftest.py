@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ import redis
 from confluent_kafka import KafkaException
 from datasketches import hll_sketch
 from pymongo import MongoClient
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from batch_layer.store import BatchViewStore
 from config.settings import Settings
@@ -63,15 +63,12 @@ def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: A
 
 def _wait_for_leaders(settings: Settings, timeout: float = 30.0) -> None:
     """A new topic answers offset requests only once its partitions have leaders."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            log_end_offsets(settings)
-            return
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_fixed(0.2),
+        retry=retry_if_exception_type(KafkaException),
+        reraise=True,
+    )(log_end_offsets, settings)
 
 
 @pytest.fixture
@@ -101,20 +98,8 @@ def traffic(seed: int, total: int, span_hours: float = 50.0, **overrides: Any) -
 
 
 def platform_env(settings: Settings) -> dict[str, str]:
-    """Environment that makes a subprocess (a CLI under test) use this platform."""
-    return {
-        **os.environ,
-        "LAMBDA_EVENTS_TOPIC": settings.events_topic,
-        "LAMBDA_DLQ_TOPIC": settings.dlq_topic,
-        "LAMBDA_MONGO_DB": settings.mongo_db,
-        "LAMBDA_MASTER_PATH": settings.master_path or "",
-        "LAMBDA_REDIS_DB": str(settings.redis_db),
-        "LAMBDA_RETIRE_GRACE_S": str(settings.retire_grace_s),
-        "LAMBDA_SPEED_CHECKPOINT_PATH": settings.speed_checkpoint_uri,
-        "LAMBDA_SPEED_TRIGGER_S": str(settings.speed_trigger_s),
-        "LAMBDA_SPEED_MAX_OFFSETS_PER_TRIGGER": str(settings.speed_max_offsets_per_trigger),
-        "LAMBDA_SPEED_DEDUP_WINDOW_S": str(settings.speed_dedup_window_s),
-    }
+    """Environment that makes a subprocess (a CLI under test) use exactly this platform's settings."""
+    return {**os.environ, **settings.to_env()}
 
 
 def produce(settings: Settings, records: Iterable[RawRecord]) -> list[PageView]:

@@ -65,14 +65,15 @@ def cluster(stack: Settings) -> Iterator[Settings]:
 
 def cluster_env(settings: Settings) -> dict[str, str]:
     """A job process of this platform whose only difference is the master URL (and small sizes)."""
-    return {
-        **platform_env(settings),
-        "LAMBDA_SPARK_MASTER": settings.spark_cluster_url,
-        "LAMBDA_SPARK_DRIVER_MEMORY": "1g",
-        "LAMBDA_SPARK_EXECUTOR_MEMORY": "640m",
-        "LAMBDA_SPARK_SHUFFLE_PARTITIONS": "2",
-        "SPARK_LOCAL_IP": settings.spark_cluster_host,
-    }
+    small = settings.model_copy(
+        update={
+            "spark_master": settings.spark_cluster_url,
+            "spark_driver_memory": "1g",
+            "spark_executor_memory": "640m",
+            "spark_shuffle_partitions": 2,
+        }
+    )
+    return {**platform_env(small), "SPARK_LOCAL_IP": settings.spark_cluster_host}
 
 
 def executor_logs(settings: Settings, worker: int) -> list[Path]:

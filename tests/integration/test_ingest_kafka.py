@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,7 +21,15 @@ from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import ingest
 from ingest.producer import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, EventProducer
 from ingest.testing import InMemorySink
-from ingest.topics import admin_client, delete_topics, ensure_topics
+from ingest.topics import (
+    admin_client,
+    delete_topics,
+    ensure_topics,
+    log_end_offsets,
+    log_start_offsets,
+    offsets_for_time,
+    watermarks,
+)
 from tests.conftest import ROOT
 
 
@@ -42,11 +51,8 @@ def consume_all(settings: Settings, topic: str) -> list[Message]:
         }
     )
     try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-        }
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        ends = log_end_offsets(settings, topic=topic)
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         out: list[Message] = []
         remaining = {p for p, end in ends.items() if end > 0}
         while remaining:
@@ -54,8 +60,9 @@ def consume_all(settings: Settings, topic: str) -> list[Message]:
             assert msg is not None, f"timed out reading {topic}; still waiting on partitions {remaining}"
             assert msg.error() is None, msg.error()
             out.append(msg)
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                remaining.discard(msg.partition())
+            partition = msg.partition() or 0
+            if (msg.offset() or 0) + 1 >= ends[partition]:
+                remaining.discard(partition)
         return out
     finally:
         consumer.close()
@@ -141,3 +148,35 @@ def test_replay_cli_produces_valid_lines_and_dead_letters_the_rest(topics: Setti
     assert [m.value() for m in rejects] == lines[500:]
     reasons = [dict(m.headers())[DLQ_REASON_HEADER].decode() for m in rejects]
     assert reasons[0].startswith("event: Invalid JSON") and reasons[1].startswith("url: scheme")
+
+
+def test_offsets_from_the_admin_client_mean_what_the_consumer_said(topics: Settings) -> None:
+    """log_start/log_end/offsets_for_time (AdminClient.list_offsets) against the consumer's own
+    answers: the watermarks, and offsets_for_times (first record at or after a time, else none)."""
+
+    def burst(seed: int) -> int:
+        generated = TrafficGenerator(GeneratorConfig(total=400, seed=seed, malformed_fraction=0.0))
+        return ingest(generated, EventProducer(topics), source="test", bounds=bounds_from(topics)).sent
+
+    first = burst(3)
+    time.sleep(0.05)
+    between_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    second = burst(4)
+
+    ends = log_end_offsets(topics)
+    assert sum(ends.values()) == first + second and set(ends) == set(range(topics.topic_partitions))
+    assert log_start_offsets(topics) == dict.fromkeys(ends, 0)
+    assert watermarks(topics, 10) == {p: (0, end) for p, end in ends.items()}
+
+    consumer = Consumer({"bootstrap.servers": topics.kafka_bootstrap, "group.id": "offsets-oracle"})
+    try:
+        for ts in (0, between_ms, between_ms + 3_600_000):
+            asked = [TopicPartition(topics.events_topic, p, ts) for p in ends]
+            said = {int(tp.partition or 0): tp.offset for tp in consumer.offsets_for_times(asked, timeout=10)}
+            expected = {p: o if o >= 0 else ends[p] for p, o in said.items()}
+            assert offsets_for_time(topics, ts) == expected, ts
+    finally:
+        consumer.close()
+    assert sum(offsets_for_time(topics, between_ms).values()) == first
+    assert offsets_for_time(topics, between_ms + 3_600_000) == ends

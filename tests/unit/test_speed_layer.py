@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
 from generations.keys import SpeedCommit
+from speed_layer import job
 from speed_layer.job import RealtimeStateLost, already_committed, lag_of
 
 offsets = st.dictionaries(st.integers(0, 7), st.integers(0, 10**9), min_size=1, max_size=8)
@@ -39,3 +43,34 @@ def test_lag_is_read_from_progress_in_any_of_sparks_shapes() -> None:
     }
     assert lag_of(progress) == {0: 20, 1: 0}
     assert lag_of({"sources": [{"latestOffset": "", "endOffset": None}]}) == {}
+
+
+class FlakyRedis:
+    """Unreachable for ``down_s`` seconds from its first call, then answering."""
+
+    def __init__(self, down_s: float) -> None:
+        self.down_s = down_s
+        self.first: float | None = None
+
+    def get(self) -> str:
+        now = time.monotonic()
+        self.first = now if self.first is None else self.first
+        if now - self.first < self.down_s:
+            raise redis.ConnectionError("connection refused")
+        return "answer"
+
+
+def test_each_redis_outage_has_a_clock_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two outages of 0.6 of the limit each, with an answer in between, are both waited through:
+    the clock starts again after Redis answered."""
+    monkeypatch.setattr(job, "REDIS_RETRY_S", 0.5)
+    monkeypatch.setattr(job, "REDIS_RETRY_WAIT_S", 0.02)
+    assert job.redis_call(FlakyRedis(0.3).get) == "answer"
+    assert job.redis_call(FlakyRedis(0.3).get) == "answer"
+
+
+def test_an_outage_longer_than_the_limit_fails_with_the_last_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(job, "REDIS_RETRY_S", 0.2)
+    monkeypatch.setattr(job, "REDIS_RETRY_WAIT_S", 0.02)
+    with pytest.raises(RuntimeError, match="Redis unreachable for 0 s: connection refused"):
+        job.redis_call(FlakyRedis(5.0).get)
