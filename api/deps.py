@@ -20,6 +20,7 @@ from typing import Annotated
 from fastapi import Depends, Header, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 from pymongo import AsyncMongoClient
+from redis.asyncio import Redis
 
 from api.events import EventIngest
 from api.kafka import KafkaProbe
@@ -38,7 +39,6 @@ from serving_layer import (
     check_range,
 )
 from serving_layer.consistency import decode_token
-from serving_layer.redis_realtime import RedisWire
 from serving_layer.tiling import HOUR
 from views.scopes import scope_of, stored_key
 
@@ -53,7 +53,7 @@ class Services:
     kafka: KafkaProbe
     metrics: ApiMetrics
     mongo: AsyncMongoClient[dict[str, object]]
-    redis: RedisWire
+    redis: Redis
 
 
 async def get_services(request: Request) -> Services:

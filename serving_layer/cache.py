@@ -1,4 +1,5 @@
-"""A small LRU cache bounded by bytes, for immutable batch documents.
+"""An LRU cache bounded by bytes, for immutable batch documents: cachetools' LRUCache, sized by
+the bytes each entry declares, with the hit and miss counts /metrics reports.
 
 A published generation's documents never change, so caching them per (view, holding generation,
 key, day) needs no invalidation: a new generation refers to new holders for the days it rewrote
@@ -10,20 +11,29 @@ out of the hot path.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable
+from operator import itemgetter
 from typing import Generic, TypeVar
+
+from cachetools import LRUCache
 
 V = TypeVar("V")
 
 
 class LruCache(Generic[V]):
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        # Entries are (value, size): a stored None is a value (a document known not to exist).
+        self._entries: LRUCache[Hashable, tuple[V, int]] = LRUCache(max_bytes, getsizeof=itemgetter(1))
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self._entries.maxsize)
+
+    @property
+    def bytes(self) -> int:
+        return int(self._entries.currsize)
 
     def get(self, key: Hashable) -> tuple[bool, V | None]:
         """(found, value); a stored None is a found value (a document known not to exist)."""
@@ -31,21 +41,11 @@ class LruCache(Generic[V]):
         if entry is None:
             self.misses += 1
             return False, None
-        self._entries.move_to_end(key)
         self.hits += 1
         return True, entry[0]
 
     def put(self, key: Hashable, value: V, size: int) -> None:
-        if size > self.max_bytes:
-            return
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self.bytes -= old[1]
-        self._entries[key] = (value, size)
-        self.bytes += size
-        while self.bytes > self.max_bytes:
-            _, (_, evicted) = self._entries.popitem(last=False)
-            self.bytes -= evicted
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        """Caches ``value`` as ``size`` bytes, evicting the least recently used entries to stay
+        within the bound; a value larger than the whole cache is not cached."""
+        if size <= self.max_bytes:
+            self._entries[key] = (value, size)
