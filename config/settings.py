@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     redis_host: str = "127.0.0.1"
     redis_port: int = 6379
     redis_db: int = 0
+    redis_uri: str | None = Field(
+        None,
+        description="A full Redis URL (a password: redis://:secret@host:6379/0; TLS: rediss://...); "
+        "when set, host, port and db are ignored.",
+    )
 
     # --- the event contract ---------------------------------------------------------------------
     max_future_seconds: int = Field(
@@ -191,7 +196,7 @@ class Settings(BaseSettings):
 
     @property
     def redis_url(self) -> str:
-        return f"redis://{self.redis_host}:{self.redis_port}/{self.redis_db}"
+        return self.redis_uri or f"redis://{self.redis_host}:{self.redis_port}/{self.redis_db}"
 
     @property
     def master_uri(self) -> str:

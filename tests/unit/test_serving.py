@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving_layer import Granularity, InvalidQuery, check_range
-from serving_layer.cache import LruCache
 from serving_layer.consistency import decode_token, encode_token, pending
 from serving_layer.tiling import DAY, HOUR, buckets, tile
 from tests.serving_suite import BASE, ServingOracle, hours
@@ -71,15 +70,6 @@ def test_offsets_tokens() -> None:
             decode_token(bad)
     assert pending({0: 5, 1: 9}, cut={0: 5}, committed={1: 8}) == {1: 9}
     assert pending({0: 5, 1: 9}, cut={0: 2}, committed={0: 5, 1: 9}) == {}
-
-
-def test_lru_cache_is_bounded_by_bytes() -> None:
-    cache: LruCache[str | None] = LruCache(100)
-    cache.put("a", "x", 60)
-    cache.put("b", None, 30)
-    assert cache.get("a") == (True, "x")
-    cache.put("c", "z", 30)  # evicts the least recently used: b
-    assert cache.get("b") == (False, None) and cache.get("a")[0] and cache.bytes == 90
 
 
 # --- the serving oracle suite ----------------------------------------------------------------------
