@@ -5,11 +5,12 @@ incident)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from api.deps import Services
 from api.kafka import KafkaUnavailable, LogOffsets
+from contract import utc
 from serving_layer import NothingServed, ServingError
 from serving_layer.engine import ServingState
 
@@ -21,7 +22,7 @@ def _parse_time(value: object) -> datetime | None:
         t = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
+    return utc.as_utc(t)
 
 
 async def batch_dead_letters(services: Services) -> dict[str, int]:
@@ -77,7 +78,7 @@ async def collect_status(services: Services) -> dict[str, Any]:
             "cut": g.cut,
             "cut_at": g.started_at,
             "served_at": g.served_at,
-            "batch_age_s": round((datetime.now(UTC) - g.started_at).total_seconds(), 3),
+            "batch_age_s": round((utc.now() - g.started_at).total_seconds(), 3),
         }
     speed = None
     if state is not None and state.commit is not None:

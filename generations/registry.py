@@ -26,7 +26,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -124,11 +124,9 @@ def _holder_alive(lock: dict[str, Any]) -> bool:
         except PermissionError:
             return True
         return True
-    since: datetime | None = lock.get("since")
+    since: datetime | None = utc.as_utc(lock.get("since"))
     if since is None:
         return False
-    if since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
     age: float = (utc.now() - since).total_seconds()
     return age < GenerationRegistry.LOCK_TTL_S
 
