@@ -4,7 +4,9 @@ the parse both layers read the log with.
 There is one definition of every rule: :func:`parse_kafka_records` runs the pydantic model itself
 (:func:`contract.codec.decode`, the function ingest validates with) over Arrow batches of the raw
 Kafka values, so a rule added to the contract reaches both layers without a second copy, and a
-record ingest would reject is rejected by the layers with the same reason.
+record ingest would reject is rejected by the layers with the same reason. Records already in the
+canonical form ingest writes are recognised in Spark and skip Python (:mod:`contract.canonical`):
+that is every record ingest produced, and recognising can only send a record to the full check.
 """
 
 from __future__ import annotations
@@ -12,18 +14,19 @@ from __future__ import annotations
 import types
 import typing
 from datetime import datetime
+from functools import reduce
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AwareDatetime
 
-from contract.codec import ContractError, bounds_from, decode, encode
+from contract.codec import MAX_PAYLOAD_BYTES, ContractError, bounds_from, decode, encode
 from contract.events import PageView, TimeBounds
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable
 
-    import pyarrow as pa
-    from pyspark.sql import DataFrame
+    import pandas as pd
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructType
 
 
@@ -106,48 +109,103 @@ def parsed_schema() -> StructType:
     )
 
 
-def judge_batches(batches: Iterable[pa.RecordBatch], bounds: TimeBounds) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: every Kafka record through :func:`contract.codec.decode`, the very code
-    ingest validates with, its event-time window judged against the record's log-append time.
+def judge_column(values: pd.Series, log_us: pd.Series, bounds: TimeBounds) -> pd.DataFrame:
+    """Body of the vectorised UDF of :func:`parse_kafka_records`: each non-null record through
+    :func:`contract.codec.decode`, the very code ingest validates with, its event-time window
+    judged against the record's log-append time (``log_us``, epoch microseconds).
 
-    Input columns: ``value`` (binary, never null), ``partition``, ``offset``, ``timestamp``. Output:
-    the same, plus ``_canonical`` (the valid event as ingest would produce it, :func:`encode`; null
-    for an invalid record) and :data:`INVALID_COLUMN` (the reason ingest would give). Returning one
-    canonical encoding instead of eight columns keeps the Python side to the validation itself;
-    Spark parses the canonical bytes back with the derived schema.
+    Returns ``_canonical`` (the valid event as ingest would produce it, :func:`encode`; null for
+    an invalid record) and :data:`INVALID_COLUMN` (the reason ingest would give). A null value is a
+    record the layer already recognised as canonical (:mod:`contract.canonical`): it costs nothing
+    here. Returning one canonical encoding instead of eight columns keeps the Python side to the
+    validation itself; Spark parses the canonical bytes back with the derived schema.
     """
-    import pyarrow as pa
+    import math
 
-    for batch in batches:
-        values = batch.column("value").to_pylist()
-        log_us = batch.column("timestamp").cast(pa.int64()).to_pylist()
-        canonical: list[bytes | None] = []
-        invalid: list[str | None] = []
-        for payload, t in zip(values, log_us, strict=True):
-            try:
-                canonical.append(encode(decode(payload, bounds, at=None if t is None else t / 1_000_000)))
-                invalid.append(None)
-            except ContractError as exc:
-                canonical.append(None)
-                invalid.append(exc.reason)
-        yield pa.RecordBatch.from_arrays(
-            [
-                batch.column("value"),
-                batch.column("partition"),
-                batch.column("offset"),
-                batch.column("timestamp"),
-                pa.array(canonical, pa.binary()),
-                pa.array(invalid, pa.string()),
-            ],
-            names=["value", "partition", "offset", "timestamp", _CANONICAL, INVALID_COLUMN],
-        )
+    import pandas as pd
+
+    canonical: list[bytes | None] = []
+    invalid: list[str | None] = []
+    for payload, t in zip(values, log_us, strict=True):
+        if payload is None:
+            canonical.append(None)
+            invalid.append(None)
+            continue
+        at = None if t is None or math.isnan(t) else t / 1_000_000
+        try:
+            canonical.append(encode(decode(payload, bounds, at=at)))
+            invalid.append(None)
+        except ContractError as exc:
+            canonical.append(None)
+            invalid.append(exc.reason)
+    return pd.DataFrame({_CANONICAL: canonical, INVALID_COLUMN: invalid})
+
+
+def _judge_udf(bounds: TimeBounds) -> Callable[[pd.Series, pd.Series], pd.DataFrame]:
+    """:func:`judge_column` for ``bounds``, with the pandas annotations Spark reads the UDF's kind
+    from (this module imports pandas only when a layer builds its parse, not for ingest)."""
+    import pandas as pd
+
+    def judge(values: pd.Series, log_us: pd.Series) -> pd.DataFrame:
+        return judge_column(values, log_us, bounds)
+
+    judge.__annotations__ = {"values": pd.Series, "log_us": pd.Series, "return": pd.DataFrame}
+    return judge
+
+
+def recognised(event: Column, log_time: Column, bounds: TimeBounds) -> Column:
+    """True for a record already in canonical form (:mod:`contract.canonical`) whose event time
+    lies inside the window around its log-append time, by more than the margin: the layers take
+    it as it is, with no Python. ``event`` is the record parsed with the derived schema."""
+    from pyspark.sql import functions as F
+
+    from contract.canonical import MAX_LENGTHS, WINDOW_MARGIN_S
+
+    ts, log = F.unix_micros(event["ts"]), F.unix_micros(log_time)
+    future_us = round((bounds.max_future.total_seconds() - WINDOW_MARGIN_S) * 1_000_000)
+    past_us = round((bounds.max_past.total_seconds() - WINDOW_MARGIN_S) * 1_000_000)
+    checks = [
+        log.isNotNull(),
+        ts.isNotNull(),
+        ts <= log + F.lit(future_us),
+        ts >= log - F.lit(past_us),
+        *[F.coalesce(F.length(event[name]) <= limit, F.lit(True)) for name, limit in MAX_LENGTHS.items()],
+    ]
+    return reduce(lambda a, b: a & b, checks)
+
+
+RECOGNISED_COLUMN = "_recognised"
+
+
+def recognise(records: DataFrame, bounds: TimeBounds) -> DataFrame:
+    """Kafka rows -> (value, partition, offset, timestamp, ``_fast``, :data:`RECOGNISED_COLUMN`):
+    the record parsed with the derived schema when it has the canonical shape, and whether the
+    layers may take it as it is (:func:`recognised`). A null value (a tombstone) becomes the
+    empty record ingest would see."""
+    from pyspark.sql import functions as F
+
+    from contract.canonical import CANONICAL_PATTERN
+
+    value = F.coalesce(F.col("value"), F.lit(b""))
+    text = value.cast("string")
+    shaped = (F.length(value) <= MAX_PAYLOAD_BYTES) & text.rlike(CANONICAL_PATTERN)
+    parsed = records.select(
+        value.alias("value"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp"),
+        F.when(shaped, F.from_json(text, event_schema())).alias("_fast"),
+    )
+    fast = recognised(F.col("_fast"), F.col("timestamp"), bounds)
+    return parsed.select("*", F.coalesce(fast, F.lit(False)).alias(RECOGNISED_COLUMN))
 
 
 def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) -> DataFrame:
     """Kafka rows (value, partition, offset, timestamp) -> contract columns plus log position.
 
     Every record is judged by the whole contract, exactly as ingest judges it (the same pydantic
-    model, run over Arrow batches), with one difference: the event-time window is relative to the
+    model, run over Arrow batches, for every record not :func:`recognised` as canonical and
+    inside the window), with one difference: the event-time window is relative to the
     record's log-append time (``log_time``, the broker's LogAppendTime), not to the clock, so the
     batch layer, a recompute next month, a replay and the speed layer all agree on every record.
     Ingest validated every record it produced, so invalid ones are rare (a producer that bypassed
@@ -155,37 +213,34 @@ def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) ->
     caller to count and dead-letter, never silently dropped. ``bounds`` gives the window's widths
     (default: from the settings); its ``now`` is ignored.
     """
-    from functools import partial
-
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.functions import pandas_udf
     from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
     window = bounds or bounds_from()
-    # A null value (a tombstone) is judged as the empty record ingest would see.
-    source = records.select(
-        F.coalesce(F.col("value"), F.lit(b"")).alias("value"),
-        F.col("partition"),
-        F.col("offset"),
-        F.col("timestamp"),
-    )
-    judged_schema = StructType(
-        [
-            *source.schema.fields,
-            StructField(_CANONICAL, BinaryType(), True),
-            StructField(INVALID_COLUMN, StringType(), True),
-        ]
-    )
-    judged = source.mapInArrow(partial(judge_batches, bounds=window), judged_schema)
     schema = event_schema()
+    canonical = StructField(_CANONICAL, BinaryType(), True)
+    verdict = StructField(INVALID_COLUMN, StringType(), True)
+    # A struct-returning Series -> DataFrame UDF, which pyspark's stubs do not list among the overloads.
+    judge = pandas_udf(_judge_udf(window), StructType([canonical, verdict]))  # type: ignore[call-overload]
+    fast = F.col(RECOGNISED_COLUMN)
+    judged = recognise(records, window).select(
+        "*",
+        judge(
+            F.when(~fast, F.col("value")), F.when(~fast, F.unix_micros(F.col("timestamp")).cast("double"))
+        ).alias("_judged"),
+    )
     # The canonical encoding parses to exactly the model's values (the property test holds it to
     # that); an invalid record has none.
     parsed = judged.select(
-        F.from_json(F.col(_CANONICAL).cast("string"), schema).alias("e"),
+        F.when(fast, F.col("_fast"))
+        .otherwise(F.from_json(F.col(f"_judged.{_CANONICAL}").cast("string"), schema))
+        .alias("e"),
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("log_time"),
         F.col("value").alias("_raw"),
-        F.col(INVALID_COLUMN),
+        F.col(f"_judged.{INVALID_COLUMN}").alias(INVALID_COLUMN),
     )
     return parsed.select(
         *[F.col(f"e.{name}").alias(name) for name in schema.fieldNames()],
