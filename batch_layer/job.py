@@ -11,8 +11,8 @@ view from the whole master dataset. A view whose definition changed since the se
 is recomputed in full even by an incremental run: its stored documents were made by other code.
 
 Every view is computed by the one shared pass (views.shared_pass) over the days the run needs:
-one shuffle however many views there are; the rows are cached once and each view's documents are
-written from the cache.
+one shuffle however many views there are, and one Spark job writes every view's documents straight
+from it (each view to its own collection); the day rankings follow from what that job wrote.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from generations.realtime import drop_generations, realtime_generations
 from generations.registry import Generation, GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
-from views import View, all_views, compute, describe, fingerprint, input_columns
+from views import all_views, compute, describe, fingerprint, input_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -134,9 +134,6 @@ class BatchJob:
             )
 
     def _build(self, gen: Generation, full: bool) -> RunSummary:
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
         s = self.settings
         summary = RunSummary(gen=gen.gen, kind=gen.kind)
         faults.checkpoint(s, "opened")
@@ -183,24 +180,10 @@ class BatchJob:
             events = self.master.read(self.spark, None if days_needed == master_days else days_needed)
             assert events is not None
             todo = [v for v in views if plan[v.name]]
-            # The one shared pass computes every view at once; its rows are cached so that each
-            # view's documents are written from them without computing anything again.
-            rows = compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k).persist(
-                StorageLevel.MEMORY_AND_DISK
-            )
-            try:
-                for i, view in enumerate(todo):
-                    if i > 0:
-                        faults.checkpoint(s, "writing")
-                    days = plan[view.name]
-                    of_view = rows.where(F.col("view") == view.name)
-                    if days != days_needed:
-                        of_view = of_view.where(F.col("day").isin(days))
-                    summary.documents_written[view.name] = self._write_view(
-                        view, gen.gen, of_view.drop("view"), days
-                    )
-            finally:
-                rows.unpersist()
+            # The one shared pass computes every view at once, and one Spark job writes all their
+            # documents straight from it: nothing is cached or computed twice.
+            rows = compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k)
+            summary.documents_written = self._write_views(gen.gen, rows, {v.name: plan[v.name] for v in todo})
         summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
         for view in views:
             kept = dict(served.day_map.get(view.name, {})) if served is not None and not full else {}
@@ -228,19 +211,31 @@ class BatchJob:
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
 
-    def _write_view(self, view: View, gen: int, rows: DataFrame, days: list[str]) -> int:
+    def _write_views(self, gen: int, rows: DataFrame, days: dict[str, list[str]]) -> dict[str, int]:
+        """Every view's documents in one job, then each view's day rankings."""
         t0 = time.monotonic()
-        with SparkProgress(self.spark, f"view {view.name}"):
-            written = self.store.write(view.name, gen, rows, days)
+        with SparkProgress(self.spark, f"views {', '.join(days)}"):
+            written = self.store.write(gen, rows, days)
+        documents = sum(len(w) for w in written.values())
+        seconds = time.monotonic() - t0
         log.info(
-            "view %s: %d day(s) recomputed, %d documents written to %s in %.1f s",
-            view.name,
+            "%d documents of %d view(s) written in %.1f s (%.0f documents/s)",
+            documents,
             len(days),
-            written,
-            collection_name(view.name, gen),
-            time.monotonic() - t0,
+            seconds,
+            documents / max(seconds, 1e-9),
         )
-        return written
+        faults.checkpoint(self.settings, "writing")
+        for view, entries in written.items():
+            self.store.write_rankings(view, gen, entries, days[view])
+            log.info(
+                "view %s: %d day(s) recomputed, %d documents in %s",
+                view,
+                len(days[view]),
+                len(entries),
+                collection_name(view, gen),
+            )
+        return {view: len(entries) for view, entries in written.items()}
 
     def _garbage_collect(self) -> list[str]:
         """Drop what no retained generation needs (the rules: generations.retention)."""

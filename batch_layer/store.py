@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator, Set
+from collections.abc import Iterable, Iterator, Mapping, Set
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,8 @@ WRITE_CONNECTIONS = 2
 """Insert commands in flight per Spark task, each on its own connection: FerretDB converts one
 batch while SQLite commits another. bench/store.py measured the choice (docs/ferretdb.md)."""
 RANK_MARK = "#rank"
+Entry = tuple[str, str, int]
+"""(day, key, page views) of one written document: what a day's ranking is built from."""
 RANK_CHUNK = 20_000
 """Keys per ranking document: far below MongoDB's 16 MB document limit even for 2 KB URLs."""
 
@@ -99,38 +101,46 @@ def _insert_ignoring_duplicates(target: Any, docs: list[dict[str, Any]]) -> None
 
 
 def _insert_partition(
-    rows: Iterable[Any], mongo_url: str, db_name: str, collection: str
-) -> Iterator[tuple[str, str, int]]:
+    rows: Iterable[Any], mongo_url: str, db_name: str, gen: int, days: Mapping[str, Set[str]]
+) -> Iterator[tuple[str, str, str, int]]:
     """Runs on the executors: insert one partition's documents in large unordered batches.
 
-    Up to ``WRITE_CONNECTIONS`` batches are in flight at once, each on its own connection, while
-    the next one is built. A task retried by Spark inserts the same documents again; duplicate-key
-    errors are therefore expected and ignored (the documents are identical), anything else fails
-    the task. Yields (day, key, page views) of every document written: the driver builds the day
-    rankings from them, which costs no second pass over the view.
+    The rows are those of every view (column ``view``), so all views are written by one Spark job
+    straight from the shared pass, with nothing cached in between; each goes to its view's
+    collection of ``gen``, and only for the days ``days`` names for that view. Up to
+    ``WRITE_CONNECTIONS`` batches are in flight at once, each on its own connection, while the next
+    one is built. A task retried by Spark inserts the same documents again; duplicate-key errors
+    are therefore expected and ignored (the documents are identical), anything else fails the task.
+    Yields (view, day, key, page views) of every document written: the driver builds the day
+    rankings from them, which costs no second pass over the views.
     """
     client: MongoClient[dict[str, Any]] = MongoClient(mongo_url, maxPoolSize=WRITE_CONNECTIONS)
-    target = client[db_name][collection]
-    written: list[tuple[str, str, int]] = []
-    batch: list[dict[str, Any]] = []
+    db = client[db_name]
+    written: list[tuple[str, str, str, int]] = []
+    batches: dict[str, list[dict[str, Any]]] = defaultdict(list)
     in_flight: deque[Future[None]] = deque()
     try:
         with ThreadPoolExecutor(WRITE_CONNECTIONS, thread_name_prefix="bv-insert") as pool:
 
-            def flush() -> None:
+            def flush(view: str) -> None:
                 while len(in_flight) >= WRITE_CONNECTIONS:
                     in_flight.popleft().result()
+                batch = batches.pop(view, [])
                 if batch:
-                    in_flight.append(pool.submit(_insert_ignoring_duplicates, target, batch.copy()))
-                    batch.clear()
+                    target = db[collection_name(view, gen)]
+                    in_flight.append(pool.submit(_insert_ignoring_duplicates, target, batch))
 
             for row in rows:
+                view = row["view"]
+                if row["day"] not in days[view]:
+                    continue
                 doc = row_to_document(row)
-                batch.append(doc)
-                written.append((doc["day"], doc["key"], int(doc["pv"])))
-                if len(batch) >= WRITE_BATCH:
-                    flush()
-            flush()
+                batches[view].append(doc)
+                written.append((view, doc["day"], doc["key"], int(doc["pv"])))
+                if len(batches[view]) >= WRITE_BATCH:
+                    flush(view)
+            for view in list(batches):
+                flush(view)
             while in_flight:
                 in_flight.popleft().result()
     finally:
@@ -145,17 +155,32 @@ class BatchViewStore:
         self.db = db
         self.mongo_url = mongo_url
 
-    def write(self, view: str, gen: int, rows: DataFrame, days: Iterable[str] = ()) -> int:
-        """Insert view rows (views.rows) as documents of ``gen``, then one ranking per day.
+    def write(self, gen: int, rows: DataFrame, days: Mapping[str, Iterable[str]]) -> dict[str, list[Entry]]:
+        """Insert the view rows of every view in ``days`` (views.rows plus ``view``) as documents of
+        ``gen``, in one Spark job; each view only for its days. Rankings come after, from the result
+        (:meth:`write_rankings`): a run that dies in between leaves no ranking, and its generation
+        is never published.
+
+        Returns, per view, the (day, key, page views) of every (key, day) document written.
+        """
+        ensure_id_indexes(self.db, create=[collection_name(v, gen) for v in days])  # FerretDB 4646
+        url, db_name = self.mongo_url, self.db.name
+        wanted = {view: frozenset(d) for view, d in days.items()}
+        written = rows.rdd.mapPartitions(
+            lambda part: _insert_partition(part, url, db_name, gen, wanted)
+        ).collect()
+        out: dict[str, list[Entry]] = {view: [] for view in days}
+        for view, day, key, pv in written:
+            out[view].append((day, key, pv))
+        return out
+
+    def write_rankings(self, view: str, gen: int, written: Iterable[Entry], days: Iterable[str] = ()) -> None:
+        """One ranking per day of ``view`` from the documents :meth:`write` wrote.
 
         ``days`` are the days this run recomputes: each gets a ranking even without any row, so
-        that every day a generation's day map names has one. Returns the (key, day) documents
-        written, rankings not included.
+        that every day a generation's day map names has one.
         """
         name = collection_name(view, gen)
-        ensure_id_indexes(self.db, create=[name])  # FerretDB issue 4646 workaround; no-op on MongoDB
-        url, db_name = self.mongo_url, self.db.name
-        written = rows.rdd.mapPartitions(lambda part: _insert_partition(part, url, db_name, name)).collect()
         by_day: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for day in days:
             by_day[day] = []
@@ -164,7 +189,6 @@ class BatchViewStore:
         rankings = [doc for day, counts in sorted(by_day.items()) for doc in rank_documents(day, counts)]
         for i in range(0, len(rankings), WRITE_BATCH):
             _insert_ignoring_duplicates(self.db[name], rankings[i : i + WRITE_BATCH])
-        return len(written)
 
     def read_ranking(self, view: str, gen: int, day: str) -> list[tuple[str, int]] | None:
         """The day's keys by page views, or None if the collection holds no ranking for it."""

@@ -123,7 +123,8 @@ def write(
 ) -> tuple[str, float, float | None]:
     """Insert ``rows`` into a fresh collection: (batch, partitions, connections per partition)."""
     batch, partitions, connections = config
-    name = store.collection_name(VIEW, batch * 100 + partitions * 10 + connections)
+    gen = batch * 100 + partitions * 10 + connections
+    name = store.collection_name(VIEW, gen)
     client: MongoClient[dict[str, Any]] = MongoClient(url)
     db = client[DB_NAME]
     db.drop_collection(name)
@@ -133,12 +134,13 @@ def write(
         db.create_collection(name)
     store.WRITE_BATCH = batch
     store.WRITE_CONNECTIONS = connections
-    parts = [rows[p::partitions] for p in range(partitions)]
+    parts = [[{**r, "view": VIEW} for r in rows[p::partitions]] for p in range(partitions)]
+    days = {VIEW: frozenset(r["day"] for r in rows)}
     errors: list[BaseException] = []
 
     def run(part: list[dict[str, Any]]) -> None:
         try:
-            for _ in store._insert_partition(part, url, DB_NAME, name):
+            for _ in store._insert_partition(part, url, DB_NAME, gen, days):
                 pass
         except BaseException as exc:  # reported below
             errors.append(exc)

@@ -38,7 +38,8 @@ def keyed_events(events: DataFrame, dimensions: Sequence[Dimension], by: Sequenc
     Keys are computed before the shuffle so that it moves short keys, not the raw fields they come
     from (a user agent alone is longer than all the keys together). A dimension declared
     ``once_per_value`` gets its key from a broadcast table of the distinct values of the fields it
-    reads (:func:`_key_per_value`)."""
+    reads (:func:`_key_per_value`). The day stays a date (an int) through the pass and becomes
+    the stored ``YYYY-MM-DD`` string only on the output rows (:func:`aggregate`)."""
     from pyspark.sql import functions as F
 
     keys = []
@@ -50,7 +51,7 @@ def keyed_events(events: DataFrame, dimensions: Sequence[Dimension], by: Sequenc
             keys.append(d.stored_key().alias(f"_k{i}"))
     return events.select(
         *by,
-        F.date_format("ts", "yyyy-MM-dd").alias("day"),
+        F.to_date("ts").alias("day"),
         F.hour("ts").alias("hour"),
         "visitor_id",
         "event_id",
@@ -80,49 +81,46 @@ DAY = 24
 
 
 def count_visits(keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
-    """Deduplicated page views per (by..., view, key, day, level, visitor), level an hour or DAY.
+    """Deduplicated page views per (by..., v, key, day, level, visitor), v the dimension's index
+    in ``dimensions`` and level an hour or DAY.
 
     The one shuffle of events: they move once, partitioned by visitor. A duplicate is the same
     event sent again (same event_id, same fields, hence the same visitor, day and keys): dropping
     duplicates, exploding to one row per dimension and level, and counting per visitor all happen
-    inside the partition. Every visitor's
-    rows stay in one partition, so the per-partition partial counts and sketches of
-    :func:`aggregate` add up exactly. Each visitor counts once at the DAY level however many hours
-    they were active in: that is the day's exact distinct count, without a second pass or a join.
+    inside the partition. Every visitor's rows stay in one partition, so the per-partition partial
+    counts and sketches of :func:`aggregate` add up exactly. Each visitor counts once at the DAY
+    level however many hours they were active in: that is the day's exact distinct count, without
+    a second pass or a join. The view and the day travel as ints through the two largest hash
+    aggregations, and one generator makes all the rows of an event (docs/views.md has the figures).
     """
     from pyspark.sql import functions as F
 
     entries = F.array(
         *[
-            F.struct(F.lit(d.name).alias("view"), F.col(f"_k{i}").alias("key"))
-            for i, d in enumerate(dimensions)
+            F.struct(F.lit(i).alias("v"), F.col(f"_k{i}").alias("key"), level.alias("level"))
+            for i in range(len(dimensions))
+            for level in (F.col("hour"), F.lit(DAY))
         ]
     )
     return (
         keyed.repartition("visitor_id")
         .distinct()
-        .select(
-            *by,
-            "day",
-            F.explode(F.array(F.col("hour"), F.lit(DAY))).alias("level"),
-            "visitor_id",
-            F.explode(entries).alias("d"),
-        )
-        .groupBy(*by, "d.view", "d.key", "day", "level", "visitor_id")
+        .select(*by, "day", "visitor_id", F.inline(entries))
+        .groupBy(*by, "v", "key", "day", "level", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))
     )
 
 
-def aggregate(visits: DataFrame, by: Sequence[str], lg_k: int) -> DataFrame:
+def aggregate(visits: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], lg_k: int) -> DataFrame:
     """View rows from the per-visitor counts: the day's totals and its hours (views.rows).
 
-    Per (key, day, level): page views, distinct visitors (rows, each visitor once) and the HLL
-    sketch, partially aggregated in each partition (exact: a visitor lives in one partition) before
-    the exchange; then one row per (key, day) with the DAY level as the day's totals and the hours
-    as its list."""
+    Per (view, key, day, level): page views, distinct visitors (rows, each visitor once) and the
+    HLL sketch, partially aggregated in each partition (exact: a visitor lives in one partition)
+    before the exchange; then one row per (view, key, day) with the DAY level as the day's totals
+    and the hours as its list, named and formatted as stored only then."""
     from pyspark.sql import functions as F
 
-    group = [*by, "view", "key", "day"]
+    group = [*by, "v", "key", "day"]
     levels = visits.groupBy(*group, "level").agg(
         F.sum("n").alias("pv"),
         F.count(F.lit(1)).alias("uv"),
@@ -134,11 +132,25 @@ def aggregate(visits: DataFrame, by: Sequence[str], lg_k: int) -> DataFrame:
         return F.max(F.when(is_day, F.col(name))).alias(name)
 
     hour = F.struct(F.col("level").alias("hour"), "pv", "uv", "sk")
-    return levels.groupBy(*group).agg(
-        day_total("pv"),
-        day_total("uv"),
-        F.first(F.when(is_day, F.col("sk")), ignorenulls=True).alias("sk"),
-        F.sort_array(F.collect_list(F.when(~is_day, hour))).alias("hours"),
+    names = F.array(*[F.lit(d.name) for d in dimensions])
+    return (
+        levels.groupBy(*group)
+        .agg(
+            day_total("pv"),
+            day_total("uv"),
+            F.first(F.when(is_day, F.col("sk")), ignorenulls=True).alias("sk"),
+            F.sort_array(F.collect_list(F.when(~is_day, hour))).alias("hours"),
+        )
+        .select(
+            *by,
+            F.element_at(names, F.col("v") + 1).alias("view"),
+            "key",
+            F.date_format("day", "yyyy-MM-dd").alias("day"),
+            "pv",
+            "uv",
+            "sk",
+            "hours",
+        )
     )
 
 
@@ -149,7 +161,8 @@ def view_rows(
     ``by`` columns), grouped by ``by`` too."""
     if not dimensions:
         raise ValueError("view_rows needs at least one dimension")
-    return aggregate(count_visits(keyed_events(events, dimensions, by), dimensions, by), by, lg_k)
+    visits = count_visits(keyed_events(events, dimensions, by), dimensions, by)
+    return aggregate(visits, dimensions, by, lg_k)
 
 
 def compute(events: DataFrame, views: Sequence[View], lg_k: int, by: Sequence[str] = ()) -> DataFrame:

@@ -89,11 +89,11 @@ def test_an_edit_of_the_shared_pass_recomputes_every_view_without_touching_the_m
     days = first.view_days_recomputed["page"]
     original = shared_pass.aggregate
 
-    def aggregate(visits: Any, by: Any, lg_k: int) -> Any:
+    def aggregate(visits: Any, dimensions: Any, by: Any, lg_k: int) -> Any:
         """The bug: every page view counted twice, daily and hourly."""
         from pyspark.sql import functions as F
 
-        rows = original(visits, by, lg_k)
+        rows = original(visits, dimensions, by, lg_k)
         return rows.withColumn("pv", F.col("pv") * 2).withColumn(
             "hours", F.transform("hours", lambda h: h.withField("pv", h["pv"] * 2))
         )
