@@ -40,10 +40,10 @@ WRITE_CONNECTIONS = 2
 """Insert commands in flight per Spark task, each on its own connection: FerretDB converts one
 batch while SQLite commits another. bench/store.py measured the choice (docs/ferretdb.md)."""
 RANK_MARK = "#rank"
-Entry = tuple[str, str, int]
-"""(day, key, page views) of one written document: what a day's ranking is built from."""
 RANK_CHUNK = 20_000
 """Keys per ranking document: far below MongoDB's 16 MB document limit even for 2 KB URLs."""
+Entry = tuple[str, str, int]
+"""(day, key, page views) of one written document: what a day's ranking is built from."""
 
 
 def collection_name(view: str, gen: int) -> str:

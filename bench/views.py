@@ -105,7 +105,7 @@ def batch_runs(spark: Any, views: dict[str, list[View]], lg_k: int) -> dict[str,
     return runs | {k: shared(v) for k, v in views.items()}
 
 
-def micro_batches(spark: Any, views: dict[str, list[View]], lg_k: int) -> dict[str, Pass]:
+def micro_batches(views: dict[str, list[View]], lg_k: int) -> dict[str, Pass]:
     """Per label, a micro-batch of generation-tagged events, collected as the speed layer does."""
 
     def shared(vs: list[View]) -> Pass:
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             "large_micro_batch_events": args.large_micro_batch,
             "views": {},
         }
-        batches, micro = batch_runs(spark, sets, lg_k), micro_batches(spark, sets, lg_k)
+        batches, micro = batch_runs(spark, sets, lg_k), micro_batches(sets, lg_k)
         for label, run in batches.items():
             b = batch_pass(spark, events, run, n, args.batch_repeat)
             p50, stages = micro_batch_pass(spark, small, micro[label], args.repeat)

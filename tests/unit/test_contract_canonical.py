@@ -13,13 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contract import ContractError, TimeBounds, decode, encode
 from contract.canonical import CANONICAL_PATTERN, MAX_LENGTHS
 from ingest.generator import GeneratorConfig, TrafficGenerator
-from tests.unit.test_contract_layers import WINDOW, canonical_records, raw_records
+from tests.unit.test_contract_layers import WINDOW, canonical_records, generated, kafka_frame, raw_records
 
 PATTERN = re.compile(CANONICAL_PATTERN)
 
@@ -69,22 +69,8 @@ def test_java_and_python_read_the_pattern_alike_and_ingest_records_take_the_fast
 
     from contract.spark_schema import RECOGNISED_COLUMN, recognise
 
-    samples: list[tuple[bytes, datetime]] = []
-
-    @given(st.one_of(canonical_records(), raw_records()))
-    @settings(
-        max_examples=300,
-        phases=[Phase.generate],
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    def collect(record: tuple[bytes, datetime]) -> None:
-        samples.append(record)
-
-    collect()
-    rows = [(payload, 0, i, log_time) for i, (payload, log_time) in enumerate(samples)]
-    df = spark.createDataFrame(rows, "value binary, partition int, offset long, timestamp timestamp")
+    samples = generated(st.one_of(canonical_records(), raw_records()), 300)
+    df = kafka_frame(spark, samples)
     java = {
         r["offset"]: r["m"]
         for r in df.select(
@@ -98,8 +84,7 @@ def test_java_and_python_read_the_pattern_alike_and_ingest_records_take_the_fast
     assert sum(python.values()) >= 30, "the samples must hold plenty of canonical records"
 
     log_time = datetime.now().astimezone()
-    ingest = [(e, 0, i, log_time) for i, e in enumerate(generated_events(500))]
     # The generator spreads event times over the past hours: all inside a 30-day window.
-    frame = spark.createDataFrame(ingest, "value binary, partition int, offset long, timestamp timestamp")
-    flags = [r[RECOGNISED_COLUMN] for r in recognise(frame, WINDOW).collect()]
+    ingest = [(e, log_time) for e in generated_events(500)]
+    flags = [r[RECOGNISED_COLUMN] for r in recognise(kafka_frame(spark, ingest), WINDOW).collect()]
     assert flags == [True] * len(ingest)

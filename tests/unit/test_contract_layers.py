@@ -253,6 +253,32 @@ def ingest_verdict(payload: bytes, log_time: datetime) -> tuple[str | None, dict
     return None, values
 
 
+def generated(strategy: st.SearchStrategy[tuple[bytes, datetime]], n: int) -> list[tuple[bytes, datetime]]:
+    """``n`` examples of ``strategy`` as a list, for one Spark job to judge them all (a job per
+    example would cost seconds each)."""
+    records: list[tuple[bytes, datetime]] = []
+
+    @given(strategy)
+    @settings(
+        max_examples=n,
+        phases=[Phase.generate],
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def collect(record: tuple[bytes, datetime]) -> None:
+        records.append(record)
+
+    collect()
+    return records
+
+
+def kafka_frame(spark: Any, records: list[tuple[bytes, datetime]]) -> Any:
+    """(raw value, log-append time) records as the Kafka source's rows, offsets in list order."""
+    rows = [(payload, 0, offset, log_time) for offset, (payload, log_time) in enumerate(records)]
+    return spark.createDataFrame(rows, "value binary, partition int, offset long, timestamp timestamp")
+
+
 @pytest.fixture(scope="module")
 def judged(spark: Any) -> Any:
     """Records -> what parse_kafka_records makes of them, one Spark job per list."""
@@ -261,9 +287,7 @@ def judged(spark: Any) -> Any:
     from contract.spark_schema import INVALID_COLUMN, parse_kafka_records, parsed_schema
 
     def judge(records: list[tuple[bytes, datetime]]) -> list[tuple[str | None, dict[str, Any] | None]]:
-        rows = [(payload, 0, offset, log_time) for offset, (payload, log_time) in enumerate(records)]
-        df = spark.createDataFrame(rows, "value binary, partition int, offset long, timestamp timestamp")
-        judged_df = parse_kafka_records(df, WINDOW)
+        judged_df = parse_kafka_records(kafka_frame(spark, records), WINDOW)
         assert [(f.name, f.dataType) for f in judged_df.schema] == [
             (f.name, f.dataType) for f in parsed_schema()
         ]
@@ -289,20 +313,7 @@ def judged(spark: Any) -> Any:
 def test_ingest_and_both_layers_agree_on_every_record(judged: Any) -> None:
     """Hypothesis generates the records; one Spark job judges them all (a job per example would
     cost seconds each), and every disagreement is reported with its record."""
-    records: list[tuple[bytes, datetime]] = []
-
-    @given(raw_records())
-    @settings(
-        max_examples=400,
-        phases=[Phase.generate],
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    def generate(record: tuple[bytes, datetime]) -> None:
-        records.append(record)
-
-    generate()
+    records = generated(raw_records(), 400)
     layers = judged(records)
     assert len(layers) == len(records) >= 250
     verdicts = [ingest_verdict(payload, log_time) for payload, log_time in records]
