@@ -69,7 +69,10 @@ def test_java_and_python_read_the_pattern_alike_and_ingest_records_take_the_fast
 
     from contract.spark_schema import RECOGNISED_COLUMN, recognise
 
-    samples = generated(st.one_of(canonical_records(), raw_records()), 300)
+    # Drawn apart, so that the canonical share does not depend on how hypothesis mixes the two:
+    # about a fifth of canonical_records() come out canonical (the rest are edited past the form);
+    # over 30 draws of 400, the fewest was 58.
+    samples = generated(canonical_records(), 400) + generated(raw_records(), 100)
     df = kafka_frame(spark, samples)
     java = {
         r["offset"]: r["m"]
@@ -81,7 +84,7 @@ def test_java_and_python_read_the_pattern_alike_and_ingest_records_take_the_fast
         i: PATTERN.fullmatch(p.decode("utf-8", "replace")) is not None for i, (p, _) in enumerate(samples)
     }
     assert java == python
-    assert sum(python.values()) >= 30, "the samples must hold plenty of canonical records"
+    assert sum(python.values()) >= 25, "the samples must hold plenty of canonical records"
 
     log_time = datetime.now().astimezone()
     # The generator spreads event times over the past hours: all inside a 30-day window.
