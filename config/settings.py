@@ -123,6 +123,12 @@ class Settings(BaseSettings):
     speed_max_offsets_per_trigger: int | None = Field(
         2_000_000, ge=1, description="Backpressure: at most this many records per micro-batch (None: all)."
     )
+    speed_single_partition_rows: int = Field(
+        50_000,
+        ge=0,
+        description="Micro-batches of up to this many rows compute their views in one task, with no "
+        "shuffle (a shuffle costs a fixed part of a second; past ~50K rows two cores win).",
+    )
     speed_dedup_window_s: int = Field(
         600,
         ge=1,

@@ -260,10 +260,11 @@ class SpeedJob:
         # runs the Kafka read and the stateful dedup again (re-running it reloads the state store).
         df = df.localCheckpoint(eager=True)
         try:
-            report.rows = df.count()
+            counts = df.agg(F.count(F.lit(1)), F.count(INVALID_COLUMN)).first()
+            assert counts is not None
+            report.rows, report.invalid = int(counts[0]), int(counts[1])
             report.phases["read"] = time.monotonic() - report.started
             invalid = df.where(F.col(INVALID_COLUMN).isNotNull())
-            report.invalid = invalid.count() if report.rows else 0
             if report.invalid:
                 topic = self.settings.events_topic
                 for r in invalid.select("_raw", INVALID_COLUMN, "kafka_partition", "kafka_offset").collect():
@@ -339,7 +340,8 @@ class SpeedJob:
                 raise _NoActiveGeneration
             if active != pending.computed_for:
                 t0 = time.monotonic()
-                pending.rows = self._rows(pending.valid, active) if pending.valid is not None else []
+                valid = pending.valid
+                pending.rows = self._rows(valid, report.rows, active) if valid is not None else []
                 pending.computed_for = active
                 report.phases["views"] = time.monotonic() - t0
             t0 = time.monotonic()
@@ -377,17 +379,19 @@ class SpeedJob:
             report.phases["commit"] = time.monotonic() - t0
             return written, sorted(active)
 
-    def _rows(self, valid: DataFrame, active: dict[int, Offsets]) -> list[Any]:
-        """One collect for every (generation, view): the view rows of this micro-batch.
+    def _rows(self, valid: DataFrame, rows: int, active: dict[int, Offsets]) -> list[Any]:
+        """One collect for every (generation, view): the view rows of this micro-batch of ``rows``.
 
         Each event is tagged with every active generation whose cut it is at or past (at most two),
-        then the shared pass groups by generation too: one shuffle for all generations and views.
+        then the shared pass groups by generation too: one shuffle for all generations and views,
+        none at all for a small micro-batch (``speed_single_partition_rows``).
         """
         from pyspark.sql import functions as F
 
         tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
         tagged = valid.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
-        return compute(tagged, self.views, self.settings.hll_lg_k, by=["gen"]).collect()
+        single = rows <= self.settings.speed_single_partition_rows
+        return compute(tagged, self.views, self.settings.hll_lg_k, ["gen"], single).collect()
 
     def _counted_views(self, pipe: redis.client.Pipeline, gen: int) -> list[str]:
         """The views realtime ``gen`` will have been counted with after this batch: this job's own

@@ -32,19 +32,24 @@ STAGES = ("keyed_events", "count_visits", "aggregate")
 """The stage functions, by name: the fingerprint hashes their live source."""
 
 
-def keyed_events(events: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+def keyed_events(
+    events: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], single_partition: bool = False
+) -> DataFrame:
     """(by..., day, hour, visitor_id, event_id, k0..kN): every dimension's stored key, per event.
 
     Keys are computed before the shuffle so that it moves short keys, not the raw fields they come
     from (a user agent alone is longer than all the keys together). A dimension declared
     ``once_per_value`` gets its key from a broadcast table of the distinct values of the fields it
     reads (:func:`_key_per_value`). The day stays a date (an int) through the pass and becomes
-    the stored ``YYYY-MM-DD`` string only on the output rows (:func:`aggregate`)."""
+    the stored ``YYYY-MM-DD`` string only on the output rows (:func:`aggregate`).
+
+    With ``single_partition`` every key is evaluated per event: the broadcast table would cost a
+    Spark job of its own, more than the per-event expression on a small input."""
     from pyspark.sql import functions as F
 
     keys = []
     for i, d in enumerate(dimensions):
-        if d.once_per_value:
+        if d.once_per_value and not single_partition:
             events = _key_per_value(events, d, f"_v{i}")
             keys.append(d.stored_key(F.col(f"_v{i}")).alias(f"_k{i}"))
         else:
@@ -80,7 +85,9 @@ DAY = 24
 """The level of a day's totals, beside the hours 0-23 (:func:`count_visits`)."""
 
 
-def count_visits(keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+def count_visits(
+    keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], single_partition: bool = False
+) -> DataFrame:
     """Deduplicated page views per (by..., v, key, day, level, visitor), v the dimension's index
     in ``dimensions`` and level an hour or DAY.
 
@@ -92,6 +99,12 @@ def count_visits(keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence
     level however many hours they were active in: that is the day's exact distinct count, without
     a second pass or a join. The view and the day travel as ints through the two largest hash
     aggregations, and one generator makes all the rows of an event (docs/views.md has the figures).
+
+    With ``single_partition`` the events are gathered into one partition without a shuffle
+    (``coalesce(1)``): every visitor is then trivially in one partition, and Spark plans no
+    exchange at all for the aggregations that follow, since a single partition already satisfies
+    any grouping. That is for small inputs (a micro-batch), where each exchange costs a fixed part
+    of a second whatever the rows (docs/views.md).
     """
     from pyspark.sql import functions as F
 
@@ -103,7 +116,7 @@ def count_visits(keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence
         ]
     )
     return (
-        keyed.repartition("visitor_id")
+        (keyed.coalesce(1) if single_partition else keyed.repartition("visitor_id"))
         .distinct()
         .select(*by, "day", "visitor_id", F.inline(entries))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
@@ -155,24 +168,38 @@ def aggregate(visits: DataFrame, dimensions: Sequence[Dimension], by: Sequence[s
 
 
 def view_rows(
-    events: DataFrame, dimensions: Sequence[Dimension], lg_k: int, by: Sequence[str] = ()
+    events: DataFrame,
+    dimensions: Sequence[Dimension],
+    lg_k: int,
+    by: Sequence[str] = (),
+    single_partition: bool = False,
 ) -> DataFrame:
     """View rows of every dimension in ``dimensions`` from ``events`` (contract columns plus the
-    ``by`` columns), grouped by ``by`` too."""
+    ``by`` columns), grouped by ``by`` too; ``single_partition`` for small inputs (no exchange)."""
     if not dimensions:
         raise ValueError("view_rows needs at least one dimension")
-    visits = count_visits(keyed_events(events, dimensions, by), dimensions, by)
+    keyed = keyed_events(events, dimensions, by, single_partition)
+    visits = count_visits(keyed, dimensions, by, single_partition)
     return aggregate(visits, dimensions, by, lg_k)
 
 
-def compute(events: DataFrame, views: Sequence[View], lg_k: int, by: Sequence[str] = ()) -> DataFrame:
-    """View rows of ``views``: every dimension in the shared pass, each function view beside it."""
+def compute(
+    events: DataFrame,
+    views: Sequence[View],
+    lg_k: int,
+    by: Sequence[str] = (),
+    single_partition: bool = False,
+) -> DataFrame:
+    """View rows of ``views``: every dimension in the shared pass, each function view beside it.
+
+    ``single_partition`` computes the dimensions in one task with no exchange (for small inputs);
+    the rows are the same either way."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
     dimensions = [v for v in views if isinstance(v, Dimension)]
-    frames = [view_rows(events, dimensions, lg_k, by)] if dimensions else []
+    frames = [view_rows(events, dimensions, lg_k, by, single_partition)] if dimensions else []
     columns = [*by, "view", "key", "day", "pv", "uv", "sk", "hours"]
     for v in views:
         if isinstance(v, FunctionView):

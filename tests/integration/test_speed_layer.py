@@ -158,7 +158,9 @@ def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings
     produce(platform, [encode(e) for e in first[:1_000]])  # re-sends of events the batch views hold
     produce_raw(platform, BAD_RECORDS)
 
-    SpeedJob(platform, spark).run(available_now=True)
+    # The other tests' micro-batches are small enough for one task: this one takes the shuffled
+    # path of large micro-batches.
+    SpeedJob(platform.model_copy(update={"speed_single_partition_rows": 0}), spark).run(available_now=True)
 
     served, cut = served_cut(platform)
     assert served == gen and cut
@@ -190,10 +192,13 @@ def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings
 def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
     platform: Settings, speed: SpeedProcess
 ) -> None:
+    """Two kills, each at a random moment after a commit, while events flow: each restart replays
+    the batch in flight (skipped if Redis has it, counted if not). Every start of the job costs
+    about half a minute of JVM and first micro-batch here, so two is what the suite affords."""
     rng = random.Random()
     speed.start()
-    producer = produce_in_background(platform, seeds=list(range(10, 18)), per_seed=3_000, pause_s=0.7)
-    for _ in range(3):
+    producer = produce_in_background(platform, seeds=list(range(10, 16)), per_seed=3_000, pause_s=0.7)
+    for _ in range(2):
         committed = commit_of(platform).batch_id
         deadline = time.monotonic() + 120
         while commit_of(platform).batch_id <= committed:  # it is up and committing

@@ -102,6 +102,33 @@ def test_shuffles_do_not_grow_with_the_number_of_dimensions(spark: Any, events: 
     assert shipped.count("REPARTITION_BY_COL") == more.count("REPARTITION_BY_COL") == 1
 
 
+def test_the_single_partition_pass_has_no_exchange_and_the_same_rows(spark: Any, events: list[Any]) -> None:
+    """What the speed layer runs for a small micro-batch: one task, no exchange, the same rows as
+    the partitioned pass (sketches compared by their estimates' registers, as bytes)."""
+    df = _dataframe(spark, events)
+    assert df.rdd.getNumPartitions() > 1
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        plan = _plan(compute(df, all_views(), 12, single_partition=True))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "true")
+    assert "Exchange" not in plan, plan
+
+    def rows(single: bool) -> dict[tuple[str, str, str], Any]:
+        out = compute(df, all_views(), 12, single_partition=single).collect()
+        return {(r["view"], r["key"], r["day"]): r for r in out}
+
+    single, partitioned = rows(True), rows(False)
+    assert single.keys() == partitioned.keys()
+    for k, r in single.items():
+        other = partitioned[k]
+        assert (r["pv"], r["uv"]) == (other["pv"], other["uv"])
+        assert [(h["hour"], h["pv"], h["uv"]) for h in r["hours"]] == [
+            (h["hour"], h["pv"], h["uv"]) for h in other["hours"]
+        ]
+    _check([r for r in single.values() if r["view"] == "page"], recount(events)["page"])
+
+
 def test_input_columns_are_derived_from_the_declarations(spark: Any) -> None:
     assert get_view("page").input_columns(spark) == ("url",)
     assert get_view("referrer").input_columns(spark) == ("referrer", "url")
