@@ -127,7 +127,7 @@ bench: ## run the benchmarks; results go to bench/results/*.json
 bench-views: ## the shared pass alone: stages and events/s with two views and with every dimension
 	@$(PY) -m bench.views
 
-bench-speed: ## the speed layer benchmark alone (sustained events/s, freshness p50/p95)
+bench-speed: ## the speed layer benchmark alone (sustained events/s against its floor, freshness p50/p95)
 	@$(PY) -m bench.speed
 
 bench-contract: ## what the contract costs each layer: parse seconds per million records (absorb, stream)

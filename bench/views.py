@@ -105,12 +105,11 @@ def batch_runs(spark: Any, views: dict[str, list[View]], lg_k: int) -> dict[str,
     return runs | {k: shared(v) for k, v in views.items()}
 
 
-def micro_batches(views: dict[str, list[View]], lg_k: int, single_partition: bool) -> dict[str, Pass]:
-    """Per label, a micro-batch of generation-tagged events, collected as the speed layer does
-    (in one task with no exchange when the speed layer would: ``single_partition``)."""
+def micro_batches(views: dict[str, list[View]], lg_k: int) -> dict[str, Pass]:
+    """Per label, a micro-batch of generation-tagged events, collected as the speed layer does."""
 
     def shared(vs: list[View]) -> Pass:
-        return lambda tagged: compute(tagged, vs, lg_k, ["gen"], single_partition).collect()
+        return lambda tagged: compute(tagged, vs, lg_k, by=["gen"]).collect()
 
     return {BEFORE: lambda tagged: baseline.micro_batch(tagged, [1, 2], lg_k)} | {
         k: shared(v) for k, v in views.items()
@@ -171,14 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             "large_micro_batch_events": args.large_micro_batch,
             "views": {},
         }
-        single = settings.speed_single_partition_rows
-        batches = batch_runs(spark, sets, lg_k)
-        micro = micro_batches(sets, lg_k, single_partition=args.micro_batch <= single)
-        micro_large = micro_batches(sets, lg_k, single_partition=args.large_micro_batch <= single)
+        batches, micro = batch_runs(spark, sets, lg_k), micro_batches(sets, lg_k)
         for label, run in batches.items():
             b = batch_pass(spark, events, run, n, args.batch_repeat)
             p50, stages = micro_batch_pass(spark, small, micro[label], args.repeat)
-            p50_large, _ = micro_batch_pass(spark, large, micro_large[label], max(3, args.repeat // 2))
+            p50_large, _ = micro_batch_pass(spark, large, micro[label], max(3, args.repeat // 2))
             m = {
                 "p50_seconds": round(p50, 3),
                 "stages": stages,
