@@ -102,28 +102,21 @@ def floor_seconds(spark: Any, events: Any, lg_k: int) -> float:
 
     Duplicates dropped by ``event_id``; then, for every shipped dimension, per (key, day, hour) and
     per (key, day): page views, exact distinct visitors and the HLL sketch, into Spark's no-op sink.
-    The keys come from :func:`views.shared_pass.keyed_events`, the keys the views store (the
-    device's rules once per distinct user agent, as the recompute does); the rest is the plain
-    way to write it: a dedup shuffle, one row per event, dimension and level, a count per visitor,
-    then one aggregation per level. No daily hour lists, no documents, no rankings."""
+    The keys and their rows per level come from :mod:`views.shared_pass` (``keyed_events``,
+    ``level_entries``), the keys the views store (the device's rules once per distinct user agent,
+    as the recompute does); the rest is the plain way to write it: a dedup shuffle, a count per
+    visitor, then one aggregation per level. No daily hour lists, no documents, no rankings."""
     from pyspark.sql import functions as F
 
     from views import Dimension, all_views, input_columns
-    from views.shared_pass import DAY, keyed_events
+    from views.shared_pass import keyed_events, level_entries
 
     dimensions = [v for v in all_views() if isinstance(v, Dimension)]
     keyed = keyed_events(
         events.select(*input_columns(dimensions, spark)).dropDuplicates(["event_id"]), dimensions, []
     )
-    entries = F.array(
-        *[
-            F.struct(F.lit(i).alias("v"), F.col(f"_k{i}").alias("key"), level.alias("level"))
-            for i in range(len(dimensions))
-            for level in (F.col("hour"), F.lit(DAY))
-        ]
-    )
     levels = (
-        keyed.select("day", "visitor_id", F.inline(entries))
+        keyed.select("day", "visitor_id", F.inline(level_entries(len(dimensions))))
         .groupBy("v", "key", "day", "level", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))
         .groupBy("v", "key", "day", "level")

@@ -103,6 +103,23 @@ DAY = 24
 """The level of a day's totals, beside the hours 0-23 (:func:`count_visits`)."""
 
 
+def level_entries(count: int) -> Column:
+    """The (v, key, level) structs of one keyed event (:func:`keyed_events`' ``_k0..`` columns
+    for ``count`` dimensions), each at its hour and at DAY: ``inline`` makes them its rows."""
+    from pyspark.sql import functions as F
+
+    return built(
+        ("entries", count),
+        lambda: F.array(
+            *[
+                F.struct(F.lit(i).alias("v"), F.col(f"_k{i}").alias("key"), level.alias("level"))
+                for i in range(count)
+                for level in (F.col("hour"), F.lit(DAY))
+            ]
+        ),
+    )
+
+
 def count_visits(
     keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], single_partition: bool = False
 ) -> DataFrame:
@@ -126,20 +143,10 @@ def count_visits(
     """
     from pyspark.sql import functions as F
 
-    entries = built(
-        ("entries", len(dimensions)),
-        lambda: F.array(
-            *[
-                F.struct(F.lit(i).alias("v"), F.col(f"_k{i}").alias("key"), level.alias("level"))
-                for i in range(len(dimensions))
-                for level in (F.col("hour"), F.lit(DAY))
-            ]
-        ),
-    )
     return (
         (keyed.coalesce(1) if single_partition else keyed.repartition("visitor_id"))
         .distinct()
-        .select(*by, "day", "visitor_id", F.inline(entries))
+        .select(*by, "day", "visitor_id", F.inline(level_entries(len(dimensions))))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))
     )
