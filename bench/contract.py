@@ -127,8 +127,9 @@ def time_absorb(spark: Any, source: Path, out: Path, parse: Any = current_parse)
 
 
 def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current_parse) -> tuple[float, int]:
-    """Parse and deduplicate as ``SpeedJob.stream`` does, micro-batches counted as ``process`` does."""
-    from speed_layer.job import deduplicated
+    """Parse and deduplicate as ``speed_layer.stream.read_events`` does, micro-batches counted as
+    ``SpeedJob.process`` does."""
+    from speed_layer.stream import deduplicated
     from views import all_views, input_columns
 
     shutil.rmtree(checkpoint, ignore_errors=True)

@@ -27,6 +27,7 @@ def status(settings: Settings) -> None:
     import redis
 
     from generations import keys
+    from speed_layer.progress import stats_line
 
     pid = jobs.running_pid(settings, JOB)
     print(f"background job: {'running, pid ' + str(pid) if pid else 'not running'}")
@@ -38,11 +39,7 @@ def status(settings: Settings) -> None:
         r.close()
     print(f"committed batch {commit.batch_id}, offsets {commit.offsets}")
     if stats:
-        print(
-            f"last batch at {stats['at']}: {stats['rows']:,} rows in {stats['seconds']} s, "
-            f"lag {stats['lag']}, "
-            f"generations {stats.get('generations')}, invalid records so far {stats['invalid_total']:,}"
-        )
+        print(stats_line(stats))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     configure_logging("speed.log")
-    from speed_layer.job import RealtimeStateLost, SpeedJob, print_progress
+    from speed_layer.commit import RealtimeStateLost
+    from speed_layer.job import SpeedJob
+    from speed_layer.progress import print_progress
     from speed_layer.rebuild import rebuild
 
     try:

@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generations.keys import SpeedCommit
-from speed_layer import job
-from speed_layer.job import RealtimeStateLost, already_committed, lag_of
+from speed_layer import commit
+from speed_layer.commit import RealtimeStateLost, already_committed
+from speed_layer.progress import lag_of
 
 offsets = st.dictionaries(st.integers(0, 7), st.integers(0, 10**9), min_size=1, max_size=8)
 
@@ -20,14 +21,14 @@ offsets = st.dictionaries(st.integers(0, 7), st.integers(0, 10**9), min_size=1, 
 def test_a_batch_is_processed_once_and_a_hole_is_never_counted_over(
     committed: int, batch: int, ends: dict[int, int]
 ) -> None:
-    commit = SpeedCommit(committed, ends if committed >= 0 else {})
+    stored = SpeedCommit(committed, ends if committed >= 0 else {})
     if committed >= batch:
-        assert already_committed(commit, batch, ends)  # a replay: skipped
+        assert already_committed(stored, batch, ends)  # a replay: skipped
     elif batch == 0 or (committed == batch - 1 and committed >= 0):
-        assert not already_committed(commit, batch, ends)  # the next batch: processed
+        assert not already_committed(stored, batch, ends)  # the next batch: processed
     else:
         with pytest.raises(RealtimeStateLost, match="rebuild-realtime"):
-            already_committed(commit, batch, ends)
+            already_committed(stored, batch, ends)
 
 
 def test_offsets_that_do_not_match_the_checkpoint_mean_lost_writes() -> None:
@@ -63,14 +64,14 @@ class FlakyRedis:
 def test_each_redis_outage_has_a_clock_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two outages of 0.6 of the limit each, with an answer in between, are both waited through:
     the clock starts again after Redis answered."""
-    monkeypatch.setattr(job, "REDIS_RETRY_S", 0.5)
-    monkeypatch.setattr(job, "REDIS_RETRY_WAIT_S", 0.02)
-    assert job.redis_call(FlakyRedis(0.3).get) == "answer"
-    assert job.redis_call(FlakyRedis(0.3).get) == "answer"
+    monkeypatch.setattr(commit, "REDIS_RETRY_S", 0.5)
+    monkeypatch.setattr(commit, "REDIS_RETRY_WAIT_S", 0.02)
+    assert commit.redis_call(FlakyRedis(0.3).get) == "answer"
+    assert commit.redis_call(FlakyRedis(0.3).get) == "answer"
 
 
 def test_an_outage_longer_than_the_limit_fails_with_the_last_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(job, "REDIS_RETRY_S", 0.2)
-    monkeypatch.setattr(job, "REDIS_RETRY_WAIT_S", 0.02)
+    monkeypatch.setattr(commit, "REDIS_RETRY_S", 0.2)
+    monkeypatch.setattr(commit, "REDIS_RETRY_WAIT_S", 0.02)
     with pytest.raises(RuntimeError, match="Redis unreachable for 0 s: connection refused"):
-        job.redis_call(FlakyRedis(5.0).get)
+        commit.redis_call(FlakyRedis(5.0).get)
