@@ -25,7 +25,6 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from stack.ferretdb_workaround import ensure_id_indexes
 from views.rows import row_to_document
 
 if TYPE_CHECKING:
@@ -163,6 +162,10 @@ class BatchViewStore:
 
         Returns, per view, the (day, key, page views) of every (key, day) document written.
         """
+        # Imported here: executors import this module for _insert_partition, and the local stack's
+        # code is not among the packages a cluster ships to them (config.spark.EXECUTOR_PACKAGES).
+        from stack.ferretdb_workaround import ensure_id_indexes
+
         ensure_id_indexes(self.db, create=[collection_name(v, gen) for v in days])  # FerretDB 4646
         url, db_name = self.mongo_url, self.db.name
         wanted = {view: frozenset(d) for view, d in days.items()}

@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     )
     spark_driver_memory: str = Field("6g", description="Set before the JVM starts; local mode runs in it.")
     spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")
+    spark_class_archive: bool = Field(
+        True,
+        description="Start the driver JVM from the class-data archive `make setup` builds, if there is one.",
+    )
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
         description='Extra Spark settings, JSON: LAMBDA_SPARK_CONF=\'{"spark.x": "y"}\'.',

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from config.jvm_archive import java_options
 from config.settings import PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         # map probed before the real one only misses. Without it the whole pass over 2M events took
         # 22.7-25.0 s instead of 32.5-36.4 s, same JVM, alternated (docs/views.md).
         .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", " ".join(["-Duser.timezone=UTC", *java_options(settings)]))
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
     if not settings.spark_master.startswith("local"):

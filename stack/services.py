@@ -336,8 +336,11 @@ class SparkDaemon(Service):
         import sys
 
         s = self.settings
+        # Without this checkout on PYTHONPATH: executors get the project's code only the way a
+        # real cluster's do, from the zip the driver ships (config.spark.project_zip).
+        inherited = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         return {
-            **os.environ,
+            **inherited,
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": s.spark_cluster_host,
             "SPARK_LOG_DIR": str(s.log_dir),

@@ -15,7 +15,7 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
 STEP=0
-TOTAL=7
+TOTAL=8
 T0=$(date +%s)
 
 step() { STEP=$((STEP + 1)); STEP_T0=$(date +%s); printf '\033[1m[%d/%d] %s\033[0m\n' "$STEP" "$TOTAL" "$1"; }
@@ -130,5 +130,30 @@ else
   done_step "installed: $(chromium --version 2>/dev/null | cut -d' ' -f2)"
 fi
 
-java -version >/dev/null 2>&1 || echo "warning: java not found; Kafka and Spark need Java 17" >&2
+# --- 8. Class-data archive of the Spark driver JVM ----------------------------------------------
+# Every job's JVM then maps the classes a driver loads instead of parsing them again: measured,
+# a job's start (session and first shared pass) 33.5 s -> 26.6 s (config/jvm_archive.py).
+step "Spark driver class-data archive (a faster start for every job)"
+if ! java -version >/dev/null 2>&1; then
+  echo "warning: java not found; Kafka and Spark need Java 17" >&2
+  done_step "skipped: no java"
+else
+  ARCHIVE=$(cd "$ROOT" && LAMBDA_CACHE_DIR="$CACHE" "$CACHE/venv/bin/python" -c \
+    'from config.jvm_archive import archive_path; from config.settings import get_settings; print(archive_path(get_settings()))')
+  if [[ -f "$ARCHIVE" ]]; then
+    done_step "cached"
+  else
+    mkdir -p "$(dirname "$ARCHIVE")"
+    echo "      running a small Spark workload that dumps its classes (about 2 minutes on 2 cores)..."
+    if (cd "$ROOT" && LAMBDA_CACHE_DIR="$CACHE" LAMBDA_VAR_DIR="$CACHE/spark-cds/var" \
+        "$CACHE/venv/bin/python" -m config.jvm_archive) >"$CACHE/spark-cds/build.log" 2>&1; then
+      done_step "$(tail -1 "$CACHE/spark-cds/build.log")"
+    else
+      # Not fatal: without the archive every job starts as it did before, only slower.
+      tail -20 "$CACHE/spark-cds/build.log" >&2
+      done_step "failed (jobs start without it; log: $CACHE/spark-cds/build.log)"
+    fi
+  fi
+fi
+
 printf '\033[1msetup complete\033[0m in %ds (cache: %s)\n' "$(($(date +%s) - T0))" "$CACHE"
