@@ -29,6 +29,7 @@ from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from ingest.topics import log_end_offsets
 from speed_layer.job import SpeedJob
 from stack import control
+from stack.services import Kafka
 from tests.conftest import ROOT
 from tests.integration.conftest import (
     assert_merged_matches,
@@ -70,6 +71,14 @@ def wait_caught_up(settings: Settings, timeout: float = 180.0) -> None:
             return
         time.sleep(0.3)
     raise AssertionError(f"the speed layer did not catch up: {commit_of(settings)} vs {ends}")
+
+
+def wait_for_batch(settings: Settings, speed: SpeedProcess, batch_id: int, timeout: float = 120.0) -> None:
+    """Until the job has committed ``batch_id`` (it is up and counting)."""
+    deadline = time.monotonic() + timeout
+    while commit_of(settings).batch_id < batch_id:
+        assert time.monotonic() < deadline, speed.tail()
+        time.sleep(0.2)
 
 
 def served_cut(settings: Settings) -> tuple[int, dict[int, int]]:
@@ -132,17 +141,36 @@ def speed(platform: Settings, tmp_path: Any) -> Iterator[SpeedProcess]:
         process.proc.wait(30)
 
 
+class BackgroundProducer(threading.Thread):
+    """Produces ``seeds`` one after another through ingest; :meth:`join` re-raises its failure, so a
+    test never mistakes a producer that gave up for one that finished."""
+
+    def __init__(self, settings: Settings, seeds: list[int], per_seed: int, pause_s: float) -> None:
+        super().__init__(daemon=True)
+        self.settings, self.seeds, self.per_seed, self.pause_s = settings, seeds, per_seed, pause_s
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for seed in self.seeds:
+                produce(self.settings, live(seed, self.per_seed))
+                time.sleep(self.pause_s)
+        except BaseException as exc:
+            self.failure = exc
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        assert not self.is_alive(), f"the producer has not finished after {timeout} s"
+        if self.failure is not None:
+            raise AssertionError(f"the producer failed: {self.failure!r}") from self.failure
+
+
 def produce_in_background(
     settings: Settings, seeds: list[int], per_seed: int, pause_s: float
-) -> threading.Thread:
-    def run() -> None:
-        for seed in seeds:
-            produce(settings, live(seed, per_seed))
-            time.sleep(pause_s)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+) -> BackgroundProducer:
+    producer = BackgroundProducer(settings, seeds, per_seed, pause_s)
+    producer.start()
+    return producer
 
 
 def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings, spark: Any) -> None:
@@ -215,17 +243,30 @@ def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
     assert_realtime_matches(realtime_documents(platform, 0), recount_past(log, {}))
 
 
-def test_a_redis_restart_mid_run_loses_nothing(platform: Settings, speed: SpeedProcess) -> None:
+def test_a_redis_restart_and_a_broker_kill_9_mid_run_lose_nothing(
+    platform: Settings, speed: SpeedProcess
+) -> None:
+    """Redis stops and comes back while the job counts, then the Kafka broker is killed with
+    SIGKILL and restarted while events flow: the job waits for each and counts every event once."""
     speed.start()
     producer = produce_in_background(platform, seeds=[20, 21, 22, 23], per_seed=3_000, pause_s=0.5)
-    deadline = time.monotonic() + 120
-    while commit_of(platform).batch_id < 1:
-        assert time.monotonic() < deadline, speed.tail()
-        time.sleep(0.2)
+    wait_for_batch(platform, speed, 1)
     control.down(platform, ["redis"])
     time.sleep(2.0)
     control.up(platform, ["redis"])
     producer.join(120)
+    wait_for_batch(platform, speed, commit_of(platform).batch_id + 1)
+    producer = produce_in_background(platform, seeds=[24, 25], per_seed=3_000, pause_s=0.5)
+    flowing = sum(log_end_offsets(platform).values())
+    while sum(log_end_offsets(platform).values()) < flowing + 1_000:  # the broker dies mid-stream
+        assert producer.is_alive(), "the producer finished before the broker was killed"
+        time.sleep(0.05)
+    broker = control._owned_pid(Kafka(platform))
+    assert broker is not None, "the test stack's broker is not running"
+    os.kill(broker, signal.SIGKILL)
+    time.sleep(1.0)
+    control.up(platform, ["kafka"])
+    producer.join(300)
     wait_caught_up(platform)
     assert speed.stop() == 0, speed.tail()
 
