@@ -21,12 +21,35 @@ from batch_layer.store import BatchViewStore
 from config.settings import Settings
 from contract import PageView
 from contract.codec import bounds_from
+from generations.keys import Offsets
 from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import RawRecord, ingest
 from ingest.producer import EventProducer
 from ingest.testing import InMemorySink
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
 from tests.oracle import Recount
+
+
+class LogEnd:
+    """The events topic's end offsets as a generation registry reads them, moved by the test."""
+
+    def __init__(self) -> None:
+        self.end: Offsets = {0: 0, 1: 0}
+
+    def __call__(self) -> Offsets:
+        return dict(self.end)
+
+
+@contextlib.contextmanager
+def empty_redis_db(settings: Settings, db: int) -> Iterator[redis.Redis]:
+    """A client of Redis database ``db`` of the test stack, emptied before and after."""
+    client = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=db)
+    client.flushdb()
+    try:
+        yield client
+    finally:
+        client.flushdb()
+        client.close()
 
 
 @contextlib.contextmanager

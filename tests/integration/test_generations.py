@@ -21,6 +21,7 @@ from generations import keys
 from generations.keys import Offsets
 from generations.registry import GenerationError, GenerationRegistry
 from generations.state import GenerationState as S
+from tests.integration.conftest import LogEnd, empty_redis_db
 
 REDIS_DB = 9
 """Not used by any other integration test."""
@@ -39,32 +40,17 @@ def db(stack: Settings) -> Iterator[Database[dict[str, Any]]]:
 
 @pytest.fixture
 def r(stack: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis(host=stack.redis_host, port=stack.redis_port, db=REDIS_DB)
-    client.flushdb()
-    try:
+    with empty_redis_db(stack, REDIS_DB) as client:
         yield client
-    finally:
-        client.flushdb()
-        client.close()
-
-
-class Log:
-    """The events topic's end offsets, moved by the test."""
-
-    def __init__(self) -> None:
-        self.end: Offsets = {0: 0, 1: 0}
-
-    def __call__(self) -> Offsets:
-        return dict(self.end)
 
 
 @pytest.fixture
-def log() -> Log:
-    return Log()
+def log() -> LogEnd:
+    return LogEnd()
 
 
 @pytest.fixture
-def registry(db: Database[dict[str, Any]], r: redis.Redis, log: Log) -> GenerationRegistry:
+def registry(db: Database[dict[str, Any]], r: redis.Redis, log: LogEnd) -> GenerationRegistry:
     return GenerationRegistry(db, r, log)
 
 
@@ -115,7 +101,7 @@ def test_before_any_run_the_speed_layer_counts_for_generation_zero(
 
 
 def test_opening_takes_a_cut_at_or_after_the_log_end_and_the_speed_commit(
-    registry: GenerationRegistry, r: redis.Redis, log: Log
+    registry: GenerationRegistry, r: redis.Redis, log: LogEnd
 ) -> None:
     registry.ensure_hot_copy()
     log.end = {0: 50, 1: 20}
@@ -131,7 +117,7 @@ def test_opening_takes_a_cut_at_or_after_the_log_end_and_the_speed_commit(
 
 
 def test_a_speed_commit_during_the_opening_is_seen_by_the_cut(
-    registry: GenerationRegistry, r: redis.Redis, log: Log
+    registry: GenerationRegistry, r: redis.Redis, log: LogEnd
 ) -> None:
     """The speed layer commits a micro-batch between the opening's read of its commit and the
     opening's write: the transaction must retry, so the cut is not below an already counted batch."""
@@ -152,7 +138,7 @@ def test_a_speed_commit_during_the_opening_is_seen_by_the_cut(
 
 
 def test_publishing_switches_the_pointer_and_the_hot_copy(
-    registry: GenerationRegistry, r: redis.Redis, log: Log
+    registry: GenerationRegistry, r: redis.Redis, log: LogEnd
 ) -> None:
     registry.ensure_hot_copy()
     log.end = {0: 10}
@@ -176,7 +162,7 @@ def test_publishing_switches_the_pointer_and_the_hot_copy(
 
 
 def test_a_failed_generation_leaves_the_active_set_and_the_served_one_unchanged(
-    registry: GenerationRegistry, log: Log
+    registry: GenerationRegistry, log: LogEnd
 ) -> None:
     registry.ensure_hot_copy()
     log.end = {0: 10}
@@ -192,7 +178,7 @@ def test_a_failed_generation_leaves_the_active_set_and_the_served_one_unchanged(
 
 
 def test_generations_left_in_progress_by_a_crashed_run_are_failed(
-    registry: GenerationRegistry, log: Log
+    registry: GenerationRegistry, log: LogEnd
 ) -> None:
     registry.ensure_hot_copy()
     building = registry.open("full")
@@ -205,7 +191,7 @@ def test_generations_left_in_progress_by_a_crashed_run_are_failed(
 
 
 def test_retiring_keeps_the_newest_published_and_dropping_marks_the_document(
-    registry: GenerationRegistry, log: Log
+    registry: GenerationRegistry, log: LogEnd
 ) -> None:
     registry.ensure_hot_copy()
     for end in (10, 20, 30):
@@ -223,7 +209,7 @@ def test_retiring_keeps_the_newest_published_and_dropping_marks_the_document(
 
 
 def test_redis_losing_its_copy_is_restored_from_mongodb(
-    registry: GenerationRegistry, r: redis.Redis, log: Log
+    registry: GenerationRegistry, r: redis.Redis, log: LogEnd
 ) -> None:
     registry.ensure_hot_copy()
     log.end = {0: 10, 1: 4}

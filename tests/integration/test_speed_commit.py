@@ -26,6 +26,7 @@ from generations.keys import Offsets, SpeedCommit
 from generations.registry import Generation, GenerationRegistry
 from speed_layer.commit import Committer, RealtimeStateLost, already_committed
 from speed_layer.progress import BatchReport
+from tests.integration.conftest import LogEnd, empty_redis_db
 
 REDIS_DB = 12
 """Not used by any other integration test."""
@@ -100,34 +101,19 @@ class Rows:
         return rows
 
 
-class Log:
-    """The events topic's end offsets, moved by the test."""
-
-    def __init__(self) -> None:
-        self.end: Offsets = {0: 0, 1: 0}
-
-    def __call__(self) -> Offsets:
-        return dict(self.end)
-
-
 @pytest.fixture
 def r(stack: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis(host=stack.redis_host, port=stack.redis_port, db=REDIS_DB)
-    client.flushdb()
-    try:
+    with empty_redis_db(stack, REDIS_DB) as client:
         yield client
-    finally:
-        client.flushdb()
-        client.close()
 
 
 @pytest.fixture
-def log_end() -> Log:
-    return Log()
+def log_end() -> LogEnd:
+    return LogEnd()
 
 
 @pytest.fixture
-def registry(stack: Settings, r: redis.Redis, log_end: Log) -> Iterator[GenerationRegistry]:
+def registry(stack: Settings, r: redis.Redis, log_end: LogEnd) -> Iterator[GenerationRegistry]:
     client: MongoClient[dict[str, Any]] = MongoClient(stack.mongo_url)
     name = f"t_commit_{uuid.uuid4().hex[:10]}"
     try:
@@ -247,7 +233,7 @@ def test_a_gap_stops_the_job_and_writes_nothing(r: redis.Redis, committer: Commi
 
 
 def test_a_generation_opened_mid_batch_makes_the_commit_recompute_for_the_new_set(
-    r: redis.Redis, registry: GenerationRegistry, committer: Committer, log_end: Log
+    r: redis.Redis, registry: GenerationRegistry, committer: Committer, log_end: LogEnd
 ) -> None:
     events0 = batch(0, 0, ("/a", "v1"), ("/a", "v2")) + batch(1, 0, ("/b", "v3"))
     ends0 = {0: 2, 1: 1}
