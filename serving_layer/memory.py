@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from serving_layer.model import (
+    GENERATION_ZERO,
     BatchDoc,
     BatchUnavailable,
     GenerationInfo,
@@ -40,6 +41,8 @@ class MemoryBatchReader:
 
     async def generation(self, gen: int) -> GenerationInfo:
         self._check()
+        if gen not in self.generations and gen == GENERATION_ZERO.gen:
+            return GENERATION_ZERO
         try:
             return self.generations[gen]
         except KeyError:

@@ -7,7 +7,7 @@ and :class:`NothingServed` to 503 and :class:`ConsistencyTimeout` to 504.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 # The generation protocol's own records, re-exported for the readers.
@@ -70,6 +70,14 @@ class GenerationInfo:
     """view -> fingerprint of the code that computed its batch views (views.registry)."""
     views: dict[str, dict[str, Any]] = field(default_factory=dict)
     """view -> its description for the API (per_site, description, examples)."""
+
+
+GENERATION_ZERO = GenerationInfo(
+    gen=0, cut={}, started_at=datetime(1970, 1, 1, tzinfo=UTC), served_at=None, day_map={}
+)
+"""What is served before the first batch run: generation 0 has no batch views and its cut is the
+start of the log, so the realtime views alone answer (generations.registry.ensure_hot_copy). It is
+only in Redis' pointer, never a registry document, so the readers know it without one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from batch_layer.store import collection_name, rank_document_id, ranking_from_ch
 from contract import utc
 from generations.state import DROPPED, GenerationState
 from serving_layer.cache import LruCache
-from serving_layer.model import BatchDoc, BatchUnavailable, GenerationInfo
+from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable, GenerationInfo
 from serving_layer.readers import DocRef
 from views.rows import document_id
 
@@ -80,6 +80,8 @@ class MongoBatchReader:
             return info
         doc = await self._call(self.db["generations"].find_one({"_id": gen}))
         if doc is None:
+            if gen == GENERATION_ZERO.gen:
+                return GENERATION_ZERO
             raise BatchUnavailable(f"generation {gen} is not in the registry")
         info = generation_info(doc)
         if doc.get("state") in PUBLISHED_STATES | DROPPED:

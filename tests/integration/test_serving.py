@@ -23,6 +23,7 @@ from batch_layer.store import BatchViewStore
 from config.settings import Settings
 from serving_layer import Granularity, QueryEngine, SeriesQuery, TopQuery
 from serving_layer.tiling import HOUR
+from speed_layer.job import SpeedJob
 from tests.integration.conftest import produce
 from tests.integration.serving_fixtures import (
     Served,
@@ -91,6 +92,28 @@ def test_merged_answers_equal_the_recount_of_the_log(served: Served) -> None:
 
     with StoreBackend(served.settings) as stores:
         stores.query(check)
+
+
+def test_before_the_first_batch_run_the_realtime_views_of_generation_0_answer(
+    stack: Settings, spark: Any, tmp_path: Path
+) -> None:
+    """With the speed layer running and no batch run yet, generation 0 is served: it has no
+    registry document, and the answers are its realtime views, equal to the recount."""
+    with isolated_platform(stack, tmp_path, redis_db=13) as settings:
+        produce(settings, traffic(seed=21, total=1_000, span_hours=3))
+        SpeedJob(settings, spark).run(available_now=True)
+        events = [x.event for x in read_log(settings)]  # the engine's assertions recount them deduplicated
+        start, end = span(events)
+        (popular, _), _ = max(recount(events)["page"].items(), key=lambda kv: kv[1].pv)  # (url, day), counts
+
+        async def check(engine: QueryEngine) -> None:
+            for view, key in [("site", "shop.example.com"), ("page", popular)]:
+                q = SeriesQuery(view, key, start, end, Granularity.HOUR)
+                pv = await assert_series_equal_the_recount(engine, events, q, bucket_visitors=False)
+                assert pv.total > 0 and pv.coverage.generation == 0
+
+        with StoreBackend(settings) as stores:
+            stores.query(check)
 
 
 def test_the_batch_layer_writes_a_ranking_per_day(served: Served) -> None:
