@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,13 +33,12 @@ from pymongo import MongoClient
 from redis.typing import EncodableT, FieldT
 from rich.console import Console
 from rich.table import Table
-from tenacity import RetryError, retry, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
 from batch_layer.store import collection_name, rank_document_id
 from bench.batch import bench_settings, ensure_loaded
-from bench.common import running_stack, write_result
+from bench.common import running_stack, start_api, write_result
 from bench.vegeta import ClosedLoop, installed
-from config.settings import PROJECT_ROOT, Settings, get_settings
+from config.settings import Settings, get_settings
 from generations import keys
 from generations.registry import Generation, GenerationRegistry
 from ingest.topics import ensure_topics
@@ -146,36 +143,6 @@ def _cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-@retry(
-    stop=stop_after_delay(60),
-    wait=wait_fixed(0.2),
-    retry=retry_if_exception_type(httpx.HTTPError) | retry_if_result(lambda healthy: not healthy),
-)
-def _wait_healthy(port: int) -> bool:
-    """True once the API answers its health check; retried for up to a minute while it starts."""
-    return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-
-
-def _start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "LAMBDA_EVENTS_TOPIC": settings.events_topic,
-        "LAMBDA_DLQ_TOPIC": settings.dlq_topic,
-        "LAMBDA_MONGO_DB": settings.mongo_db,
-        "LAMBDA_REDIS_DB": str(settings.redis_db),
-        "LAMBDA_API_PORT": str(port),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "api"], cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL
-    )
-    try:
-        _wait_healthy(port)
-    except RetryError:
-        proc.terminate()
-        raise SystemExit("the API did not come up") from None
-    return proc
-
-
 def _measure(
     load: ClosedLoop, api: psutil.Process, target: str, warmup: float, duration: float
 ) -> dict[str, Any]:
@@ -243,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
         load = ClosedLoop(installed(settings.cache_dir), args.connections)
-        api = _start_api(settings, port)
+        api = start_api(settings, port)
         api_process = psutil.Process(api.pid)
         results: dict[str, Any] = {}
         load_before = os.getloadavg()

@@ -7,16 +7,19 @@ import os
 import platform
 import resource
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 from rich.console import Console
+from tenacity import RetryError, retry, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
-from config.settings import Settings
+from config.settings import PROJECT_ROOT, Settings
 from contract.codec import bounds_from
 from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import ingest, progress_bar
@@ -91,3 +94,34 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
     }
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+@retry(
+    stop=stop_after_delay(60),
+    wait=wait_fixed(0.2),
+    retry=retry_if_exception_type(httpx.HTTPError) | retry_if_result(lambda healthy: not healthy),
+)
+def _wait_healthy(port: int) -> bool:
+    """True once the API answers its health check; retried for up to a minute while it starts."""
+    return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+
+
+def start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
+    """``python -m api`` on ``port`` with this benchmark's topic, database and Redis db, once healthy."""
+    env = {
+        **os.environ,
+        "LAMBDA_EVENTS_TOPIC": settings.events_topic,
+        "LAMBDA_DLQ_TOPIC": settings.dlq_topic,
+        "LAMBDA_MONGO_DB": settings.mongo_db,
+        "LAMBDA_REDIS_DB": str(settings.redis_db),
+        "LAMBDA_API_PORT": str(port),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api"], cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_healthy(port)
+    except RetryError:
+        proc.terminate()
+        raise SystemExit("the API did not come up") from None
+    return proc

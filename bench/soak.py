@@ -46,6 +46,7 @@ from generations import keys
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
 from stack import control
 from stack.services import Kafka
+from tests.integration.test_speed_layer import SpeedProcess
 
 SAMPLE_EVERY_S = 5.0
 FAULTS_UNTIL = 0.6
@@ -82,33 +83,9 @@ def fresh(settings: Settings) -> None:
     shutil.rmtree(settings.var_dir / "bench" / "soak", ignore_errors=True)
 
 
-class SpeedLayer:
-    """``python -m speed_layer run`` in its own process group, so SIGKILL takes its JVM too."""
-
-    def __init__(self, settings: Settings, log: Path) -> None:
-        self.env = {**os.environ, **settings.to_env()}
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        out = self.log.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "speed_layer", "run"],
-            env=self.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(120)
+class SpeedLayer(SpeedProcess):
+    """``python -m speed_layer run`` in its own process group, so SIGKILL takes its JVM too (the
+    test suite's process, with its resident memory)."""
 
     def rss_mib(self) -> float:
         """Resident memory of the job's process and its children (the driver JVM, Python workers)."""
@@ -232,7 +209,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                     )
                 if speed.proc is not None and speed.proc.poll() is not None:
                     raise RuntimeError(
-                        f"the speed layer exited with {speed.proc.returncode}: see {speed.log}"
+                        f"the speed layer exited with {speed.proc.returncode}: see {speed.log_path}"
                     )
                 time.sleep(0.5)
             if fault == "end":
