@@ -40,9 +40,8 @@ from pymongo import MongoClient
 from rich.console import Console
 
 from bench.common import running_stack, write_result
-from bench.speed import live_traffic
+from bench.speed import committed, live_traffic
 from config.settings import Settings, get_settings
-from generations import keys
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
 from stack import control
 from stack.services import Kafka
@@ -97,11 +96,6 @@ class SpeedLayer(SpeedProcess):
             return sum(p.memory_info().rss for p in procs) / 2**20
         except psutil.Error:
             return 0.0
-
-
-def committed(r: redis.Redis) -> tuple[int, int]:
-    commit = keys.decode_commit(r.get(keys.SPEED_COMMIT))
-    return commit.batch_id, sum(commit.offsets.values())
 
 
 def dir_mib(path: Path) -> float:

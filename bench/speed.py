@@ -116,7 +116,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def _committed(r: redis.Redis) -> tuple[int, int]:
+def committed(r: redis.Redis) -> tuple[int, int]:
+    """(batch id, events) of the speed layer's last commit in Redis."""
     commit = keys.decode_commit(r.get(keys.SPEED_COMMIT))
     return commit.batch_id, sum(commit.offsets.values())
 
@@ -139,7 +140,7 @@ def sustained(
     log_path = base.log_dir / "bench-speed-sustained.out"
     console.print(f"speed layer, {batch:,} events per micro-batch:")
     proc = _start_speed(settings, trigger_s=0.5, max_offsets=batch, log=log_path)
-    layer = _timed(console, proc, log_path, lambda: _committed(r)[1], end, min_seconds)
+    layer = _timed(console, proc, log_path, lambda: committed(r)[1], end, min_seconds)
 
     floor_dir = base.var_dir / "bench" / "speed-floor"
     shutil.rmtree(floor_dir, ignore_errors=True)
@@ -246,14 +247,14 @@ def freshness(base: Settings, console: Console, rate: int, seconds: float) -> di
         def layer_ready() -> bool:
             if proc.poll() is not None:
                 raise RuntimeError(f"the speed layer exited: see {log_path}")
-            return sum(log_end_offsets(settings).values()) - _committed(r)[1] < 2 * rate
+            return sum(log_end_offsets(settings).values()) - committed(r)[1] < 2 * rate
 
         try:
             # The job's start (JVM, first micro-batches) is not its freshness: it counts a warm-up
             # before the live traffic begins, so no start-up backlog is left to work off.
             warmup = produce_generated(settings, console, WARMUP_EVENTS, span_hours=0.0, seed=3)
             deadline = time.monotonic() + 300
-            while _committed(r)[1] < warmup:
+            while committed(r)[1] < warmup:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError(f"the speed layer did not count its warm-up: see {log_path}")
                 time.sleep(0.5)

@@ -153,7 +153,9 @@ def build(settings: Settings) -> Path:
 
 def _dump_options(path: Path) -> str:
     # -Xlog:cds=off: the dump lists every class it cannot archive (signed jars, old bytecode).
-    return f"-Duser.timezone=UTC -XX:ArchiveClassesAtExit={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    from config.spark import JAVA_OPTIONS
+
+    return f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def main() -> int:

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+JAVA_OPTIONS = "-Duser.timezone=UTC"
+"""Every JVM of a job, driver and executors alike: buckets are UTC hours and days."""
+
+
 def connector_jars(settings: Settings) -> list[str]:
     """The Spark Kafka connector jars `make setup` resolved (pyspark does not bundle them)."""
     jars_dir = settings.spark_jars_dir
@@ -111,8 +115,8 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         # map probed before the real one only misses. Without it the whole pass over 2M events took
         # 22.7-25.0 s instead of 32.5-36.4 s, same JVM, alternated (docs/views.md).
         .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
-        .config("spark.driver.extraJavaOptions", " ".join(["-Duser.timezone=UTC", *java_options(settings)]))
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", " ".join([JAVA_OPTIONS, *java_options(settings)]))
+        .config("spark.executor.extraJavaOptions", JAVA_OPTIONS)
     )
     if not settings.spark_master.startswith("local"):
         # PySpark's context takes the Python its workers run from PYSPARK_PYTHON alone (the
