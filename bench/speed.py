@@ -23,6 +23,7 @@ do not.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -105,15 +106,20 @@ def _start_speed(
         env=_env(settings, trigger_s, max_offsets),
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the job (it stops its query between two micro-batches), then SIGKILL to its whole
+    process group: the Spark JVM is a child of the Python process, and outlives it when only the
+    parent is killed (an orphaned JVM would then run through the next measurement)."""
     proc.send_signal(signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(90)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
 
 
 def committed(r: redis.Redis) -> tuple[int, int]:
@@ -157,6 +163,7 @@ def sustained(
         env=_env(settings, trigger_s=0.5, max_offsets=batch),
         stdout=floor_log.open("wb"),
         stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     floor = _timed(console, floor_proc, floor_log, lambda: _floor_counted(progress), end, min_seconds)
     ratio = layer["events_per_s"] / floor["events_per_s"]
@@ -281,6 +288,7 @@ def freshness(base: Settings, console: Console, rate: int, seconds: float) -> di
             env={**os.environ, **floor_settings.to_env()},
             stdout=floor_log.open("wb"),
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
         def floor_ready() -> bool:
