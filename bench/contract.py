@@ -116,13 +116,20 @@ def make_input(settings: Settings, path: Path, records: int, console: Console) -
     (path / "_SUCCESS").touch()
 
 
-def time_absorb(spark: Any, source: Path, out: Path, parse: Any = current_parse) -> float:
-    """Parse and write a segment, as ``MasterDataset.absorb`` does (its select, its layout)."""
-    from batch_layer.master import segment_rows
+def time_absorb(spark: Any, source: Path, out: Path, parse: Any = None) -> float:
+    """Parse and write a segment: by default with ``MasterDataset.absorb``'s own code
+    (``write_segment``: both passes, its select, its layout); with ``parse``, that parse in one
+    pass and the same select and layout."""
+    from batch_layer.master import segment_rows, write_segment
+    from contract.codec import bounds_from
 
     shutil.rmtree(out, ignore_errors=True)
+    records = spark.read.parquet(str(source))
     t0 = time.monotonic()
-    segment_rows(parse(spark.read.parquet(str(source)))).write.partitionBy("event_date").parquet(str(out))
+    if parse is None:
+        write_segment(spark, records, out.resolve().as_uri(), bounds_from())
+    else:
+        segment_rows(parse(records)).write.partitionBy("event_date").parquet(str(out))
     return time.monotonic() - t0
 
 
@@ -188,7 +195,8 @@ def main() -> None:
     runs: dict[str, dict[str, list[float]]] = {name: {"absorb": [], "stream": []} for name in parses}
     for _ in range(args.repeat):
         for name, parse in parses.items():
-            runs[name]["absorb"].append(time_absorb(spark, source, work / "segment", parse))
+            absorb_parse = None if parse is current_parse else parse
+            runs[name]["absorb"].append(time_absorb(spark, source, work / "segment", absorb_parse))
             runs[name]["stream"].append(time_stream(spark, source, work / "checkpoint", parse)[0])
     for name, times in runs.items():
         for step, seconds in times.items():

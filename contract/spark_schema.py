@@ -7,6 +7,11 @@ Kafka values, so a rule added to the contract reaches both layers without a seco
 record ingest would reject is rejected by the layers with the same reason. Records already in the
 canonical form ingest writes are recognised in Spark and skip Python (:mod:`contract.canonical`):
 that is every record ingest produced, and recognising can only send a record to the full check.
+
+A vectorised UDF still costs every row that passes through it (about 4 µs here, a null crossing
+to Python and back), recognised or not. A caller that can afford a second pass over only the
+records it did not recognise asks for ``judge=False`` and judges those with :func:`kafka_rows_of`
+(the batch absorb does, over what it wrote); the stream cannot, and judges in one pass.
 """
 
 from __future__ import annotations
@@ -80,6 +85,10 @@ def required_fields() -> list[str]:
 
 INVALID_COLUMN = "_invalid"
 """Column :func:`parse_kafka_records` adds: null for a valid event, else why it is not one."""
+
+UNJUDGED = "unjudged: not in the canonical form, for the contract's own check"
+"""The :data:`INVALID_COLUMN` of a record :func:`parse_kafka_records` was asked not to judge
+(``judge=False``) and did not recognise: not a verdict, a record the caller must still judge."""
 
 _CANONICAL = "_canonical"
 
@@ -200,7 +209,9 @@ def recognise(records: DataFrame, bounds: TimeBounds) -> DataFrame:
     return parsed.select("*", F.coalesce(fast, F.lit(False)).alias(RECOGNISED_COLUMN))
 
 
-def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) -> DataFrame:
+def parse_kafka_records(
+    records: DataFrame, bounds: TimeBounds | None = None, *, judge: bool = True
+) -> DataFrame:
     """Kafka rows (value, partition, offset, timestamp) -> contract columns plus log position.
 
     Every record is judged by the whole contract, exactly as ingest judges it (the same pydantic
@@ -212,6 +223,10 @@ def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) ->
     ingest); they are kept with the reason ingest would have given in :data:`INVALID_COLUMN`, for the
     caller to count and dead-letter, never silently dropped. ``bounds`` gives the window's widths
     (default: from the settings); its ``now`` is ignored.
+
+    With ``judge=False`` nothing goes to Python: a record not recognised comes out with no
+    contract values and :data:`UNJUDGED` as its verdict, for the caller to judge in a pass of its
+    own (:func:`kafka_rows_of`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.functions import pandas_udf
@@ -219,28 +234,36 @@ def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) ->
 
     window = bounds or bounds_from()
     schema = event_schema()
-    canonical = StructField(_CANONICAL, BinaryType(), True)
-    verdict = StructField(INVALID_COLUMN, StringType(), True)
-    # A struct-returning Series -> DataFrame UDF, which pyspark's stubs do not list among the overloads.
-    judge = pandas_udf(_judge_udf(window), StructType([canonical, verdict]))  # type: ignore[call-overload]
     fast = F.col(RECOGNISED_COLUMN)
-    judged = recognise(records, window).select(
-        "*",
-        judge(
-            F.when(~fast, F.col("value")), F.when(~fast, F.unix_micros(F.col("timestamp")).cast("double"))
-        ).alias("_judged"),
-    )
-    # The canonical encoding parses to exactly the model's values (the property test holds it to
-    # that); an invalid record has none.
+    candidates = recognise(records, window)
+    if judge:
+        canonical = StructField(_CANONICAL, BinaryType(), True)
+        verdict = StructField(INVALID_COLUMN, StringType(), True)
+        # A struct-returning Series -> DataFrame UDF, which pyspark's stubs do not list among the
+        # overloads.
+        udf = pandas_udf(_judge_udf(window), StructType([canonical, verdict]))  # type: ignore[call-overload]
+        judged = candidates.select(
+            "*",
+            udf(
+                F.when(~fast, F.col("value")), F.when(~fast, F.unix_micros(F.col("timestamp")).cast("double"))
+            ).alias("_judged"),
+        )
+        # The canonical encoding parses to exactly the model's values (the property test holds it
+        # to that); an invalid record has none.
+        event = F.when(fast, F.col("_fast")).otherwise(
+            F.from_json(F.col(f"_judged.{_CANONICAL}").cast("string"), schema)
+        )
+        reason = F.col(f"_judged.{INVALID_COLUMN}")
+    else:
+        judged = candidates
+        event, reason = F.when(fast, F.col("_fast")), F.when(~fast, F.lit(UNJUDGED))
     parsed = judged.select(
-        F.when(fast, F.col("_fast"))
-        .otherwise(F.from_json(F.col(f"_judged.{_CANONICAL}").cast("string"), schema))
-        .alias("e"),
+        event.alias("e"),
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("log_time"),
         F.col("value").alias("_raw"),
-        F.col(f"_judged.{INVALID_COLUMN}").alias(INVALID_COLUMN),
+        reason.alias(INVALID_COLUMN),
     )
     return parsed.select(
         *[F.col(f"e.{name}").alias(name) for name in schema.fieldNames()],
@@ -249,4 +272,18 @@ def parse_kafka_records(records: DataFrame, bounds: TimeBounds | None = None) ->
         "log_time",
         "_raw",
         INVALID_COLUMN,
+    )
+
+
+def kafka_rows_of(parsed: DataFrame) -> DataFrame:
+    """Rows :func:`parse_kafka_records` yielded (or a segment stored) back as the Kafka source's
+    columns: the second pass over the :data:`UNJUDGED` records judges them exactly as a first pass
+    would have, their log-append time included."""
+    from pyspark.sql import functions as F
+
+    return parsed.select(
+        F.col("_raw").alias("value"),
+        F.col("kafka_partition").alias("partition"),
+        F.col("kafka_offset").alias("offset"),
+        F.col("log_time").alias("timestamp"),
     )

@@ -3,7 +3,9 @@ record the same verdict, the same reason and the same normalised values.
 
 Both layers read the log through ``parse_kafka_records``; the property runs it over a DataFrame of
 generated Kafka records (raw bytes and a log-append time) and compares each row with what ingest
-(``contract.decode`` judged at that log time) makes of the same bytes. Hypothesis generates whole
+(``contract.decode`` judged at that log time) makes of the same bytes. It runs both ways the layers
+call it: in one pass (the speed stream) and in the batch absorb's two (recognise, then judge only
+the records not recognised). Hypothesis generates whole
 lists of records, so one Spark job judges a few hundred of them at once.
 """
 
@@ -281,13 +283,32 @@ def kafka_frame(spark: Any, records: list[tuple[bytes, datetime]]) -> Any:
 
 @pytest.fixture(scope="module")
 def judged(spark: Any) -> Any:
-    """Records -> what parse_kafka_records makes of them, one Spark job per list."""
+    """Records -> what parse_kafka_records makes of them, in one pass and in two (which must
+    agree), one Spark job per list and way."""
     from pyspark.sql import functions as F
 
-    from contract.spark_schema import INVALID_COLUMN, parse_kafka_records, parsed_schema
+    from contract.spark_schema import (
+        INVALID_COLUMN,
+        UNJUDGED,
+        kafka_rows_of,
+        parse_kafka_records,
+        parsed_schema,
+    )
 
     def judge(records: list[tuple[bytes, datetime]]) -> list[tuple[str | None, dict[str, Any] | None]]:
-        judged_df = parse_kafka_records(kafka_frame(spark, records), WINDOW)
+        frame = kafka_frame(spark, records)
+        first = parse_kafka_records(frame, WINDOW, judge=False)
+        unjudged = F.col(INVALID_COLUMN).eqNullSafe(F.lit(UNJUDGED))
+        two_passes = first.where(~unjudged).unionByName(
+            parse_kafka_records(kafka_rows_of(first.where(unjudged)), WINDOW)
+        )
+        one_pass = rows_of(parse_kafka_records(frame, WINDOW), records)
+        assert rows_of(two_passes, records) == one_pass
+        return one_pass
+
+    def rows_of(
+        judged_df: Any, records: list[tuple[bytes, datetime]]
+    ) -> list[tuple[str | None, dict[str, Any] | None]]:
         assert [(f.name, f.dataType) for f in judged_df.schema] == [
             (f.name, f.dataType) for f in parsed_schema()
         ]
