@@ -8,7 +8,10 @@
    Measured twice: the first run after the full recompute also garbage-collects the generation
    that recompute retired; the second is the steady state of scheduled runs.
 4. The floor, right after the full recompute in the same JVM over the same master dataset: the
-   least Spark work for the values the recompute stores, with no writes (:func:`floor_seconds`).
+   least Spark work for the values the recompute stores, with no writes. Two candidates are timed
+   and the faster is the floor: the plain way to write it (:func:`floor_seconds`) and the shared
+   pass's own plan into a no-op sink (:func:`shared_pass_floor_seconds`), so that the ratio never
+   flatters the recompute with a floor slower than its own computation.
 Targets: full recompute >= 80% of the floor's rate, documents written included; incremental <= 5%
 of the full. Absolute rates move from machine to machine; the ratio, measured in the same run, does
 not.
@@ -131,6 +134,20 @@ def floor_seconds(spark: Any, events: Any, lg_k: int) -> float:
     return time.monotonic() - t0
 
 
+def shared_pass_floor_seconds(spark: Any, events: Any, lg_k: int) -> float:
+    """Seconds of the recompute's own computation over ``events`` with no documents and no writes:
+    every shipped view's rows (:func:`views.shared_pass.compute`, one shuffle of events) into
+    Spark's no-op sink. What the recompute adds to it is building and writing the documents."""
+    from views import all_views, input_columns
+    from views.shared_pass import compute
+
+    views = all_views()
+    rows = compute(events.select(*input_columns(views, spark)), views, lg_k)
+    t0 = time.monotonic()
+    rows.write.format("noop").mode("overwrite").save()
+    return time.monotonic() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -160,13 +177,19 @@ def main(argv: list[str] | None = None) -> int:
             # The floor runs after the recompute, in the same (warm) JVM over the same master
             # dataset: a warm floor is the stricter reference.
             master = job.master.read(job.spark)
-            floor_s = floor_seconds(job.spark, master, settings.hll_lg_k)
+            floors = {
+                "plain": floor_seconds(job.spark, master, settings.hll_lg_k),
+                "shared_pass": shared_pass_floor_seconds(job.spark, master, settings.hll_lg_k),
+            }
+            floor_name = min(floors, key=lambda name: floors[name])
+            floor_s = floors[floor_name]
             floor_rate = loaded / floor_s
             ratio = rate / floor_rate
             console.print(
-                f"floor (dedup, page views, exact and HLL visitors per key, hour and day; no writes): "
-                f"{floor_s:.1f} s = {floor_rate:,.0f} events/s; the recompute is [bold]{ratio:.2f}[/] "
-                f"of the floor (target {TARGET_RATIO_TO_FLOOR:.2f})"
+                "floor candidates (dedup, page views, exact and HLL visitors per key, hour and day; "
+                f"no writes): plain {floors['plain']:.1f} s, the shared pass's plan "
+                f"{floors['shared_pass']:.1f} s; floor {floor_s:.1f} s = {floor_rate:,.0f} events/s; "
+                f"the recompute is [bold]{ratio:.2f}[/] of the floor (target {TARGET_RATIO_TO_FLOOR:.2f})"
             )
 
             # The first incremental run after a full recompute also drops the generation the full
@@ -200,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": round(full_s, 2),
             "events_per_s": round(rate),
             "floor_seconds": round(floor_s, 2),
+            "floor_candidates_seconds": {name: round(t, 2) for name, t in floors.items()},
+            "floor": floor_name,
             "floor_events_per_s": round(floor_rate),
             "ratio_to_floor": round(ratio, 3),
             "met_ratio_to_floor": ratio >= TARGET_RATIO_TO_FLOOR,
