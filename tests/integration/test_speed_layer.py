@@ -220,22 +220,27 @@ def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings
 def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
     platform: Settings, speed: SpeedProcess
 ) -> None:
-    """Two kills, each at a random moment after a commit, while events flow: each restart replays
-    the batch in flight (skipped if Redis has it, counted if not). Every start of the job costs
-    about half a minute of JVM and first micro-batch here, so two is what the suite affords."""
+    """Five kills, each at a random moment after a commit, while events flow: each restart replays
+    the batch in flight (skipped if Redis has it, counted if not). Each round first gives the
+    (re)started job events to commit, then starts a second producer right before the kill, so that
+    every kill, not only the first, hits a loaded stream. Every start of the job costs about 20 s
+    of JVM and first micro-batch here, which is what bounds the count."""
     rng = random.Random()
     speed.start()
-    producer = produce_in_background(platform, seeds=list(range(10, 16)), per_seed=3_000, pause_s=0.7)
-    for _ in range(2):
+    for round_ in range(5):
+        seed = 10 + 3 * round_
         committed = commit_of(platform).batch_id
+        to_commit = produce_in_background(platform, seeds=[seed], per_seed=1_000, pause_s=0.0)
         deadline = time.monotonic() + 120
         while commit_of(platform).batch_id <= committed:  # it is up and committing
             assert time.monotonic() < deadline, speed.tail()
             time.sleep(0.2)
+        flowing = produce_in_background(platform, seeds=[seed + 1, seed + 2], per_seed=1_500, pause_s=0.5)
         time.sleep(rng.uniform(0.0, 1.5))
         speed.kill()
         speed.start()
-    producer.join(120)
+        to_commit.join(120)
+        flowing.join(120)
     wait_caught_up(platform)
     assert speed.stop() == 0, speed.tail()
 
