@@ -59,13 +59,13 @@ PROBE_SITE = "probe.example.com"
 FLOOR_PROBE_SITE = "probe-floor.example.com"
 FRESHNESS_RATE_CAP = 50_000
 WARMUP_MICRO_BATCHES = 2
+"""Micro-batches a job runs before the sustained rate is timed (bench/speed.py, both jobs)."""
 WARMUP_EVENTS = 2_000
 """Events the speed layer counts before the freshness run's live traffic starts."""
 FRESHNESS_SHARE = 6
 """The freshness run's rate: the sustained rate (measured with 500K-event micro-batches) divided by
 this. Small micro-batches cost far more per event, and the generator, the API and the job share the
 cores: at a half and at a third of the sustained rate the job fell behind here."""
-"""Micro-batches a job runs before the sustained rate is timed (bench/speed.py, both jobs)."""
 
 
 def _settings(base: Settings, name: str) -> Settings:
@@ -98,22 +98,29 @@ def _fresh(settings: Settings) -> redis.Redis:
     return r
 
 
-def _start_speed(
-    settings: Settings, trigger_s: float, max_offsets: int | None, log: Path
-) -> subprocess.Popen[bytes]:
+def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A Spark job of this benchmark (``python -m ...``), output to ``log``, in a process group of
+    its own so that :func:`_stop` can end its JVM with it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "speed_layer", "run"],
-        env=_env(settings, trigger_s, max_offsets),
+        [sys.executable, "-m", *args],
+        env=env,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
 
 
+def _start_speed(
+    settings: Settings, trigger_s: float, max_offsets: int | None, log: Path
+) -> subprocess.Popen[bytes]:
+    return _spawn(["speed_layer", "run"], _env(settings, trigger_s, max_offsets), log)
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the job (it stops its query between two micro-batches), then SIGKILL to its whole
-    process group: the Spark JVM is a child of the Python process, and outlives it when only the
-    parent is killed (an orphaned JVM would then run through the next measurement)."""
+    """SIGTERM to a job of :func:`_spawn` (the speed layer stops its query between two
+    micro-batches), then SIGKILL to its whole process group: the Spark JVM is a child of the Python
+    process, and outlives it when only the parent is killed (an orphaned JVM would then run through
+    the next measurement)."""
     proc.send_signal(signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(90)
@@ -154,16 +161,14 @@ def sustained(
     progress = floor_dir / "progress.jsonl"
     floor_log = base.log_dir / "bench-speed-floor.out"
     console.print("floor (read, parse with the contract schema, one aggregation, collect):")
-    floor_proc = subprocess.Popen(
+    floor_proc = _spawn(
         [
-            *(sys.executable, "-m", "bench.speed_floor", "--topic", settings.events_topic),
+            *("bench.speed_floor", "--topic", settings.events_topic),
             *("--max-offsets", str(batch), "--checkpoint", str(floor_dir / "checkpoint")),
             *("--progress", str(progress)),
         ],
-        env=_env(settings, trigger_s=0.5, max_offsets=batch),
-        stdout=floor_log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        _env(settings, trigger_s=0.5, max_offsets=batch),
+        floor_log,
     )
     floor = _timed(console, floor_proc, floor_log, lambda: _floor_counted(progress), end, min_seconds)
     ratio = layer["events_per_s"] / floor["events_per_s"]
@@ -280,15 +285,13 @@ def freshness(base: Settings, console: Console, rate: int, seconds: float) -> di
         floor_dir.mkdir(parents=True)
         progress = floor_dir / "progress.jsonl"
         floor_log = base.log_dir / "bench-speed-freshness-floor.out"
-        floor_proc = subprocess.Popen(
+        floor_proc = _spawn(
             [
-                *(sys.executable, "-m", "bench.freshness_floor", "--topic", floor_settings.events_topic),
+                *("bench.freshness_floor", "--topic", floor_settings.events_topic),
                 *("--checkpoint", str(floor_dir / "checkpoint"), "--progress", str(progress)),
             ],
-            env={**os.environ, **floor_settings.to_env()},
-            stdout=floor_log.open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            {**os.environ, **floor_settings.to_env()},
+            floor_log,
         )
 
         def floor_ready() -> bool:
@@ -424,7 +427,7 @@ def main() -> None:
     )
     parser.add_argument("--freshness-seconds", type=float, default=60.0)
     parser.add_argument(
-        "--rate", type=int, default=0, help="freshness rate (default: a third of the sustained)"
+        "--rate", type=int, default=0, help=f"freshness rate (default: the sustained / {FRESHNESS_SHARE})"
     )
     args = parser.parse_args()
     console = Console()
