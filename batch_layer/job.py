@@ -58,6 +58,8 @@ class RunSummary:
     """Every record the batch layer has dead-lettered (the whole master dataset), per field."""
     view_days_recomputed: dict[str, int] = field(default_factory=dict)
     documents_written: dict[str, int] = field(default_factory=dict)
+    insert_seconds: float = 0.0
+    """From the first document insert's start to the last one's end: the write rate's time."""
     seconds: dict[str, float] = field(default_factory=dict)
     retired: list[int] = field(default_factory=list)
     dropped_collections: list[str] = field(default_factory=list)
@@ -66,8 +68,17 @@ class RunSummary:
     def total_seconds(self) -> float:
         return sum(self.seconds.values())
 
+    @property
+    def documents_per_s(self) -> float:
+        """Documents inserted per second while they were being inserted."""
+        return sum(self.documents_written.values()) / self.insert_seconds if self.insert_seconds else 0.0
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "total_seconds": round(self.total_seconds, 3)}
+        return {
+            **asdict(self),
+            "total_seconds": round(self.total_seconds, 3),
+            "documents_per_s": round(self.documents_per_s),
+        }
 
 
 def plan_days(
@@ -183,7 +194,7 @@ class BatchJob:
             # The one shared pass computes every view at once, and one Spark job writes all their
             # documents straight from it: nothing is cached or computed twice.
             rows = compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k)
-            summary.documents_written = self._write_views(gen.gen, rows, {v.name: plan[v.name] for v in todo})
+            self._write_views(gen.gen, rows, {v.name: plan[v.name] for v in todo}, summary)
         summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
         for view in views:
             kept = dict(served.day_map.get(view.name, {})) if served is not None and not full else {}
@@ -211,22 +222,32 @@ class BatchJob:
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
 
-    def _write_views(self, gen: int, rows: DataFrame, days: dict[str, list[str]]) -> dict[str, int]:
-        """Every view's documents in one job, then each view's day rankings."""
+    def _write_views(
+        self, gen: int, rows: DataFrame, days: dict[str, list[str]], summary: RunSummary
+    ) -> None:
+        """Every view's documents in one job, then each view's day rankings. The progress line
+        counts the documents in the generation's collections as they fill."""
         t0 = time.monotonic()
-        with SparkProgress(self.spark, f"views {', '.join(days)}"):
+
+        def documents(elapsed: float) -> str:
+            n = self.store.documents_in(gen, days)
+            return f"{n:,} documents written ({n / max(elapsed, 1e-9):,.0f}/s since the start)"
+
+        with SparkProgress(self.spark, f"views {', '.join(days)}", detail=documents):
             written = self.store.write(gen, rows, days)
-        documents = sum(len(w) for w in written.values())
         seconds = time.monotonic() - t0
+        summary.insert_seconds = written.insert_seconds
         log.info(
-            "%d documents of %d view(s) written in %.1f s (%.0f documents/s)",
-            documents,
+            "%d documents of %d view(s) in %.1f s, the shared pass included; inserted in %.1f s "
+            "(%.0f documents/s)",
+            written.documents,
             len(days),
             seconds,
-            documents / max(seconds, 1e-9),
+            written.insert_seconds,
+            written.documents / max(written.insert_seconds, 1e-9),
         )
         faults.checkpoint(self.settings, "writing")
-        for view, entries in written.items():
+        for view, entries in written.entries.items():
             self.store.write_rankings(view, gen, entries, days[view])
             log.info(
                 "view %s: %d day(s) recomputed, %d documents in %s",
@@ -235,7 +256,7 @@ class BatchJob:
                 len(entries),
                 collection_name(view, gen),
             )
-        return {view: len(entries) for view, entries in written.items()}
+        summary.documents_written = {view: len(entries) for view, entries in written.entries.items()}
 
     def _garbage_collect(self) -> list[str]:
         """Drop what no retained generation needs (the rules: generations.retention)."""

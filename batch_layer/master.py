@@ -36,7 +36,7 @@ from contract.codec import bounds_from, reason_field
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Observation, SparkSession
 
     from contract.events import TimeBounds
 
@@ -74,22 +74,61 @@ class AbsorbError(RuntimeError):
     pass
 
 
-def write_segment(spark: SparkSession, records: DataFrame, path: str, window: TimeBounds) -> None:
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_segment` wrote: records per kind, counted while they were written."""
+
+    records: int
+    invalid: int
+    days: list[str]
+
+
+def _counted(rows: DataFrame) -> tuple[DataFrame, Observation]:
+    """``rows`` (:func:`segment_rows`) with an observation counting them by kind as they are
+    written: the counts come with the write itself, not from reading the segment back."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation()
+    kind = F.col("event_date")
+    observed = rows.observe(
+        observation,
+        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(kind == INVALID_PARTITION, 1)).alias("invalid"),
+        F.count(F.when(kind == UNJUDGED_PARTITION, 1)).alias("unjudged"),
+    )
+    return observed, observation
+
+
+def write_segment(spark: SparkSession, records: DataFrame, path: str, window: TimeBounds) -> Written:
     """Judge the Kafka rows ``records`` and write them as a new segment at ``path``, in the two
     passes of the module's docstring: recognised records straight to their days, then the rest,
     read back and judged by the whole contract (usually nothing: ingest wrote every record it
-    produced in the canonical form)."""
-    rows = segment_rows(parse_kafka_records(records, window, judge=False))
+    produced in the canonical form). Returns the records written, counted as they were written."""
+    rows, first = _counted(segment_rows(parse_kafka_records(records, window, judge=False)))
     rows.write.partitionBy("event_date").mode("errorifexists").parquet(path)
-    unjudged = f"{path}/event_date={UNJUDGED_PARTITION}"
-    fs, directory = hadoop_path(spark, unjudged)
-    if not fs.exists(directory):
-        return
-    second = kafka_rows_of(spark.read.parquet(unjudged).withColumnRenamed("raw", "_raw"))
-    judged = segment_rows(parse_kafka_records(second, window))
-    judged.write.partitionBy("event_date").mode("append").parquet(path)
-    if not fs.delete(directory, True):
-        raise AbsorbError(f"could not delete {unjudged} after judging its records")
+    counts = first.get
+    records_written, invalid = int(counts["records"]), int(counts["invalid"])
+    if counts["unjudged"]:
+        unjudged = f"{path}/event_date={UNJUDGED_PARTITION}"
+        stored = kafka_rows_of(spark.read.parquet(unjudged).withColumnRenamed("raw", "_raw"))
+        judged, second = _counted(segment_rows(parse_kafka_records(stored, window)))
+        judged.write.partitionBy("event_date").mode("append").parquet(path)
+        verdicts = second.get
+        if verdicts["records"] != counts["unjudged"]:
+            raise AbsorbError(f"{unjudged}: judged {verdicts['records']} of {counts['unjudged']} records")
+        invalid += int(verdicts["invalid"])
+        fs, directory = hadoop_path(spark, unjudged)
+        if not fs.delete(directory, True):
+            raise AbsorbError(f"could not delete {unjudged} after judging its records")
+    fs, directory = hadoop_path(spark, path)
+    days = sorted(
+        name.removeprefix("event_date=")
+        for status in fs.listStatus(directory)
+        if (name := status.getPath().getName()).startswith("event_date=")
+        and name.removeprefix("event_date=") not in (INVALID_PARTITION, UNJUDGED_PARTITION)
+    )
+    return Written(records_written, invalid, days)
 
 
 @dataclass(frozen=True)
@@ -215,8 +254,6 @@ class MasterDataset:
         contract, with the reason ingest would have given; it is called before the segment is
         committed, so a crash in between calls it again for the same records on the next run.
         """
-        from pyspark.sql import functions as F
-
         ranges = absorb_ranges(cut, self.absorbed_until(), log_start)
         if not ranges:
             return None
@@ -233,17 +270,11 @@ class MasterDataset:
             .option("failOnDataLoss", "true")
             .load()
         )
-        write_segment(spark, records, path, bounds_from(self.settings))
-
-        written = spark.read.parquet(path)
-        per_day = {r["event_date"]: r["count"] for r in written.groupBy("event_date").count().collect()}
-        invalid = per_day.pop(INVALID_PARTITION, 0)
-        if UNJUDGED_PARTITION in per_day:
-            raise AbsorbError(f"segment {segment_id}: records left unjudged after the second pass")
+        written = write_segment(spark, records, path, bounds_from(self.settings))
         reasons: dict[str, int] = {}
-        if invalid:
+        if written.invalid:
             for r in (
-                written.where(F.col("event_date") == INVALID_PARTITION)
+                spark.read.parquet(f"{path}/event_date={INVALID_PARTITION}")
                 .select("raw", INVALID_COLUMN, "kafka_partition", "kafka_offset")
                 .orderBy("kafka_partition", "kafka_offset")
                 .collect()
@@ -252,19 +283,18 @@ class MasterDataset:
                 reasons[reason_field(reason)] = reasons.get(reason_field(reason), 0) + 1
                 dead_letter(bytes(r["raw"]), reason, r["kafka_partition"], r["kafka_offset"])
         expected = sum(b - a for a, b in ranges.values())
-        if sum(per_day.values()) + invalid != expected:
+        if written.records != expected:
             raise AbsorbError(
-                f"segment {segment_id}: read {sum(per_day.values()) + invalid} records, "
-                f"the offset ranges hold {expected}"
+                f"segment {segment_id}: read {written.records} records, the offset ranges hold {expected}"
             )
         return Segment(
             segment_id=segment_id,
             gen=gen,
             path=path,
             ranges=ranges,
-            events=sum(per_day.values()),
-            invalid=invalid,
-            days=sorted(per_day),
+            events=written.records - written.invalid,
+            invalid=written.invalid,
+            days=written.days,
             committed_at=datetime.now(UTC),
             invalid_reasons=reasons,
         )
@@ -277,19 +307,21 @@ class MasterDataset:
     def read(self, spark: SparkSession, days: list[str] | None = None) -> DataFrame | None:
         """Valid events of the committed segments, optionally only the given UTC days.
 
-        One scan of the segments root: ``segment`` and ``event_date`` are partition columns, so
-        both filters prune directories instead of reading files; uncommitted segments (a crashed
-        absorb) are never read.
+        Spark is given exactly the day directories of the committed segments that hold those days
+        (the manifest says which), so it lists nothing else: an incremental run does not pay for
+        discovering every segment the master dataset has accumulated, and uncommitted segments (a
+        crashed absorb) are never read. ``segment`` and ``event_date`` stay columns (``basePath``).
         """
-        from pyspark.sql import functions as F
-
-        committed = [s.segment_id for s in self.segments() if days is None or set(s.days) & set(days)]
-        if not committed:
+        wanted = None if days is None else set(days)
+        paths = [
+            f"{self.root}/segments/segment={s.segment_id}/event_date={day}"
+            for s in self.segments()
+            for day in s.days
+            if wanted is None or day in wanted
+        ]
+        if not paths:
             return None
-        df = spark.read.parquet(f"{self.root}/segments").where(F.col("segment").isin(committed))
-        if days is None:
-            return df.where(F.col("event_date") != INVALID_PARTITION)
-        return df.where(F.col("event_date").isin(days))
+        return spark.read.option("basePath", f"{self.root}/segments").parquet(*paths)
 
     def remove_orphans(self, spark: SparkSession) -> list[str]:
         """Delete segment directories no manifest entry names (left by a crashed absorb)."""

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping, Set
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from views.rows import row_to_document
+from views.rows import decoded, row_to_document
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,6 +45,19 @@ RANK_CHUNK = 20_000
 """Keys per ranking document: far below MongoDB's 16 MB document limit even for 2 KB URLs."""
 Entry = tuple[str, str, int]
 """(day, key, page views) of one written document: what a day's ranking is built from."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :meth:`BatchViewStore.write` wrote: per view, an entry per document, and for how
+    long documents were being inserted (from the first insert's start to the last one's end)."""
+
+    entries: dict[str, list[Entry]]
+    insert_seconds: float
+
+    @property
+    def documents(self) -> int:
+        return sum(len(e) for e in self.entries.values())
 
 
 def collection_name(view: str, gen: int) -> str:
@@ -99,9 +114,14 @@ def _insert_ignoring_duplicates(target: Any, docs: list[dict[str, Any]]) -> None
             raise
 
 
+SPAN = "#span"
+"""The ``view`` of the one record per partition that :func:`_insert_partition` adds after its
+documents: (SPAN, first insert's start, last insert's end, documents), epoch seconds."""
+
+
 def _insert_partition(
     rows: Iterable[Any], mongo_url: str, db_name: str, gen: int, days: Mapping[str, Set[str]]
-) -> Iterator[tuple[str, str, str, int]]:
+) -> Iterator[tuple[str, Any, Any, int]]:
     """Runs on the executors: insert one partition's documents in large unordered batches.
 
     The rows are those of every view (column ``view``), so all views are written by one Spark job
@@ -111,21 +131,26 @@ def _insert_partition(
     one is built. A task retried by Spark inserts the same documents again; duplicate-key errors
     are therefore expected and ignored (the documents are identical), anything else fails the task.
     Yields (view, day, key, page views) of every document written: the driver builds the day
-    rankings from them, which costs no second pass over the views.
+    rankings from them, which costs no second pass over the views. Then one :data:`SPAN` record:
+    when this partition's first insert started and its last one ended, for the write rate.
     """
     client: MongoClient[dict[str, Any]] = MongoClient(mongo_url, maxPoolSize=WRITE_CONNECTIONS)
     db = client[db_name]
-    written: list[tuple[str, str, str, int]] = []
+    written: list[tuple[str, Any, Any, int]] = []
+    first_insert: float | None = None
     batches: dict[str, list[dict[str, Any]]] = defaultdict(list)
     in_flight: deque[Future[None]] = deque()
     try:
         with ThreadPoolExecutor(WRITE_CONNECTIONS, thread_name_prefix="bv-insert") as pool:
 
             def flush(view: str) -> None:
+                nonlocal first_insert
                 while len(in_flight) >= WRITE_CONNECTIONS:
                     in_flight.popleft().result()
                 batch = batches.pop(view, [])
                 if batch:
+                    if first_insert is None:
+                        first_insert = time.time()
                     target = db[collection_name(view, gen)]
                     in_flight.append(pool.submit(_insert_ignoring_duplicates, target, batch))
 
@@ -145,6 +170,8 @@ def _insert_partition(
     finally:
         client.close()
     yield from written
+    if first_insert is not None:
+        yield (SPAN, first_insert, time.time(), len(written))
 
 
 class BatchViewStore:
@@ -154,13 +181,15 @@ class BatchViewStore:
         self.db = db
         self.mongo_url = mongo_url
 
-    def write(self, gen: int, rows: DataFrame, days: Mapping[str, Iterable[str]]) -> dict[str, list[Entry]]:
+    def write(self, gen: int, rows: DataFrame, days: Mapping[str, Iterable[str]]) -> Written:
         """Insert the view rows of every view in ``days`` (views.rows plus ``view``) as documents of
         ``gen``, in one Spark job; each view only for its days. Rankings come after, from the result
         (:meth:`write_rankings`): a run that dies in between leaves no ranking, and its generation
         is never published.
 
-        Returns, per view, the (day, key, page views) of every (key, day) document written.
+        Returns, per view, the (day, key, page views) of every (key, day) document written, and
+        how long documents were being inserted (the documents come out of the shared pass's last
+        stage, so this is the write's own time, not the computation's).
         """
         # Imported here: executors import this module for _insert_partition, and the local stack's
         # code is not among the packages a cluster ships to them (config.spark.EXECUTOR_PACKAGES).
@@ -173,9 +202,18 @@ class BatchViewStore:
             lambda part: _insert_partition(part, url, db_name, gen, wanted)
         ).collect()
         out: dict[str, list[Entry]] = {view: [] for view in days}
+        starts, ends = [], []
         for view, day, key, pv in written:
-            out[view].append((day, key, pv))
-        return out
+            if view == SPAN:
+                starts.append(day)
+                ends.append(key)
+            else:
+                out[view].append((day, key, pv))
+        return Written(out, max(ends) - min(starts) if starts else 0.0)
+
+    def documents_in(self, gen: int, views: Iterable[str]) -> int:
+        """Documents the collections of ``gen`` hold now (a progress line while they fill)."""
+        return sum(self.db[collection_name(v, gen)].estimated_document_count() for v in views)
 
     def write_rankings(self, view: str, gen: int, written: Iterable[Entry], days: Iterable[str] = ()) -> None:
         """One ranking per day of ``view`` from the documents :meth:`write` wrote.
@@ -203,14 +241,15 @@ class BatchViewStore:
         return ranking_from_chunks([first, *rest])
 
     def read_all(self, view: str, day_map: dict[str, int]) -> Iterator[dict[str, Any]]:
-        """Every document of a view as a generation with this day map sees it."""
+        """Every document of a view as a generation with this day map sees it, its hours decoded
+        (``h_pv``, ``h_uv``, ``h_sk``: views.rows.decoded)."""
         by_gen: dict[int, set[str]] = {}
         for day, gen in day_map.items():
             by_gen.setdefault(gen, set()).add(day)
         for gen, days in sorted(by_gen.items()):
             for doc in self.db[collection_name(view, gen)].find({}):
                 if doc["day"] in days and not is_rank_document(doc):
-                    yield doc
+                    yield decoded(doc)
 
     def drop(self, view: str, gen: int) -> None:
         self.db.drop_collection(collection_name(view, gen))

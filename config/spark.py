@@ -10,6 +10,7 @@ import hashlib
 import os
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,12 +155,21 @@ class SparkProgress:
     ``absorb: stage 3 42/80 tasks, 12.1 s`` tells an operator the job is alive and how far it is.
     """
 
-    def __init__(self, spark: SparkSession, label: str, every_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        label: str,
+        every_s: float = 5.0,
+        detail: Callable[[float], str] | None = None,
+    ) -> None:
+        """``detail(elapsed_s)``, if given, adds to each line what the stages do not show (the
+        batch layer's documents written and their rate)."""
         import threading
 
         self.spark = spark
         self.label = label
         self.every_s = every_s
+        self.detail = detail
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"progress-{label}", daemon=True)
         self._started = 0.0
@@ -188,4 +198,9 @@ class SparkProgress:
                 if info is not None:
                     parts.append(f"stage {stage_id} {info.numCompletedTasks}/{info.numTasks} tasks")
             elapsed = time.monotonic() - self._started
+            if self.detail is not None:
+                try:
+                    parts.append(self.detail(elapsed))
+                except Exception as exc:  # a progress line never fails the work it reports on
+                    parts.append(f"({exc!r})")
             log.info("%s: %s, %.0f s", self.label, ", ".join(parts) or "between stages", elapsed)

@@ -14,7 +14,7 @@ from typing import Any
 from generations.keys import Offsets as Offsets
 from generations.keys import Served as Served
 from generations.keys import SpeedCommit as SpeedCommit
-from views import sketches
+from views import rows, sketches
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,17 +38,21 @@ class BatchDoc:
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> BatchDoc:
-        def raw(value: Any) -> bytes | None:
-            return None if value is None else bytes(value)
-
-        return cls(
-            pv=int(doc["pv"]),
-            uv=int(doc["uv"]),
-            sk=raw(doc.get("sk")),
-            h_pv=[int(v) for v in doc["h_pv"]],
-            h_uv=[int(v) for v in doc["h_uv"]],
-            h_sk=[raw(v) for v in doc["h_sk"]],
-        )
+        """The stored document (views.rows, either layout); raises
+        :class:`~views.rows.MalformedDocument` for one that does not decode."""
+        h_pv, h_uv, h_sk = rows.decoded_hours(doc)
+        try:
+            sk = doc.get("sk")
+            return cls(
+                pv=int(doc["pv"]),
+                uv=int(doc["uv"]),
+                sk=None if sk is None else bytes(sk),
+                h_pv=h_pv,
+                h_uv=h_uv,
+                h_sk=h_sk,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise rows.MalformedDocument(f"day totals: {exc!r}") from exc
 
     @property
     def size(self) -> int:

@@ -20,6 +20,7 @@ on 2 cores: p50 31.6-32.2 ms against 32.8-37.2 ms with 8 or 16 at once (bench/st
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
@@ -32,7 +33,9 @@ from generations.state import DROPPED, GenerationState
 from serving_layer.cache import LruCache
 from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable, GenerationInfo
 from serving_layer.readers import DocRef
-from views.rows import document_id
+from views.rows import MalformedDocument, document_id
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 PUBLISHED_STATES = frozenset({GenerationState.SERVED, GenerationState.SUPERSEDED, GenerationState.RETIRED})
@@ -123,7 +126,14 @@ class MongoBatchReader:
         target = self.db[collection_name(view, holder)]
         async with self._reads:
             raw = await self._call(target.find_one({"_id": document_id(key, day)}))
-        doc = None if raw is None else BatchDoc.from_document(raw)
+        try:
+            doc = None if raw is None else BatchDoc.from_document(raw)
+        except MalformedDocument as exc:
+            log.error("%s %r is malformed: %s", collection_name(view, holder), document_id(key, day), exc)
+            raise BatchUnavailable(
+                f"the batch view document {document_id(key, day)!r} of {view} does not decode ({exc}); "
+                "run a full recompute"
+            ) from exc
         self.documents_cache.put((view, *ref), doc, 100 if doc is None else doc.size)
         return doc
 
