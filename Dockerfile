@@ -13,7 +13,16 @@ RUN mvn -B --no-transfer-progress dependency:copy-dependencies \
         -DexcludeTransitive=true -DoutputDirectory=/jars \
     && ls -l /jars
 
-# --- stage 2: the runtime ----------------------------------------------------------------------------
+# --- stage 2: the contract's recogniser of canonical records, a Spark UDF in Java (same pom as setup)
+FROM maven:3.9.11-eclipse-temurin-17 AS contract-udf
+WORKDIR /build
+COPY toolchain/contract-udf/ .
+RUN mvn -B --no-transfer-progress -Dbuild.dir=/build/out package \
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars \
+    && cp /build/out/contract-udf-*.jar /jars/ \
+    && ls -l /jars
+
+# --- stage 3: the runtime ----------------------------------------------------------------------------
 # bookworm, not the floating 3.11-slim tag: Debian 13 (trixie) no longer ships openjdk-17.
 FROM python:3.11.14-slim-bookworm
 
@@ -47,6 +56,8 @@ RUN useradd --system --create-home --home-dir /home/lambda --shell /usr/sbin/nol
 
 # settings.cache_dir / "spark-jars" is where the Spark session finds the connector jars.
 COPY --from=spark-jars /jars /opt/lambda/spark-jars
+# settings.cache_dir / "contract-jars": the recogniser's jar and dk.brics.automaton.
+COPY --from=contract-udf /jars /opt/lambda/contract-jars
 
 # The source: the whole checkout minus what .dockerignore leaves out (.git, .cache, var, results).
 # Files stay root-owned (read-only for the service); /app itself is writable so Spark may create

@@ -227,6 +227,11 @@ class Settings(BaseSettings):
         return self.cache_dir / "spark-jars"
 
     @property
+    def contract_jars_dir(self) -> Path:
+        """The contract's recogniser of canonical records (a Java UDF, toolchain/contract-udf)."""
+        return self.cache_dir / "contract-jars"
+
+    @property
     def spark_cluster_url(self) -> str:
         """The master URL of the local standalone cluster (set LAMBDA_SPARK_MASTER to it to use it)."""
         return f"spark://{self.spark_cluster_host}:{self.spark_cluster_port}"

@@ -25,12 +25,19 @@ JAVA_OPTIONS = "-Duser.timezone=UTC"
 """Every JVM of a job, driver and executors alike: buckets are UTC hours and days."""
 
 
-def connector_jars(settings: Settings) -> list[str]:
-    """The Spark Kafka connector jars `make setup` resolved (pyspark does not bundle them)."""
-    jars_dir = settings.spark_jars_dir
-    jars = sorted(str(p) for p in jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
-    if not jars:
-        raise RuntimeError(f"no Spark Kafka connector jars under {jars_dir}: run `make setup` first")
+def session_jars(settings: Settings) -> list[str]:
+    """What `make setup` put beside pyspark for every session (``spark.jars``, shipped to a
+    cluster's executors too): the Spark Kafka connector jars (pyspark does not bundle them) and
+    the contract's recogniser of canonical records (toolchain/contract-udf)."""
+    jars = []
+    for what, jars_dir in (
+        ("Spark Kafka connector", settings.spark_jars_dir),
+        ("contract recogniser", settings.contract_jars_dir),
+    ):
+        found = sorted(str(p) for p in jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
+        if not found:
+            raise RuntimeError(f"no {what} jars under {jars_dir}: run `make setup` first")
+        jars += found
     return jars
 
 
@@ -96,7 +103,7 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         SparkSession.builder.appName(app_name)
         .master(settings.spark_master)
         .config("spark.driver.memory", settings.spark_driver_memory)
-        .config("spark.jars", ",".join(connector_jars(settings)))
+        .config("spark.jars", ",".join(session_jars(settings)))
         .config("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
         .config("spark.default.parallelism", str(settings.spark_shuffle_partitions))
         # Buckets are UTC hours and days: the session time zone must not follow the machine's.

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pandas as pd
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
 
@@ -133,20 +133,15 @@ def judge_column(values: pd.Series, log_us: pd.Series, bounds: TimeBounds) -> pd
 
     import pandas as pd
 
-    canonical: list[bytes | None] = []
-    invalid: list[str | None] = []
-    for payload, t in zip(values, log_us, strict=True):
-        if payload is None:
-            canonical.append(None)
-            invalid.append(None)
-            continue
+    canonical: list[bytes | None] = [None] * len(values)
+    invalid: list[str | None] = [None] * len(values)
+    for i in values.index[values.notna()]:
+        t = log_us[i]
         at = None if t is None or math.isnan(t) else t / 1_000_000
         try:
-            canonical.append(encode(decode(payload, bounds, at=at)))
-            invalid.append(None)
+            canonical[i] = encode(decode(values[i], bounds, at=at))
         except ContractError as exc:
-            canonical.append(None)
-            invalid.append(exc.reason)
+            invalid[i] = exc.reason
     return pd.DataFrame({_CANONICAL: canonical, INVALID_COLUMN: invalid})
 
 
@@ -185,6 +180,32 @@ def recognised(event: Column, log_time: Column, bounds: TimeBounds) -> Column:
 
 RECOGNISED_COLUMN = "_recognised"
 
+RECOGNISER_FUNCTION = "lambda_canonical_record"
+"""The name the JVM recogniser (toolchain/contract-udf) is registered under in each session."""
+
+
+def canonical_shape(spark: SparkSession, value: Column) -> Column:
+    """True for a record whose bytes have the canonical form (:mod:`contract.canonical`), by the
+    DFA the contract's recogniser compiles from :data:`~contract.canonical.AUTOMATON_PATTERN` in
+    the JVM (registered in ``spark``'s session on each call: the compiled DFA is kept per JVM)."""
+    from pyspark.sql import functions as F
+
+    from contract.canonical import AUTOMATON_PATTERN
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        recogniser = jvm.lambda_platform.contract.CanonicalRecogniser(AUTOMATON_PATTERN)
+    except TypeError as exc:  # py4j: "'JavaPackage' object is not callable", a class it cannot find
+        raise RuntimeError(
+            "the contract's recogniser (lambda_platform.contract.CanonicalRecogniser) is not on the "
+            "session's classpath: run `make setup`, which builds it into the contract jars directory"
+        ) from exc
+    spark._jsparkSession.udf().register(
+        RECOGNISER_FUNCTION, recogniser, jvm.org.apache.spark.sql.types.DataTypes.BooleanType
+    )
+    return F.call_function(RECOGNISER_FUNCTION, value)
+
 
 def recognise(records: DataFrame, bounds: TimeBounds) -> DataFrame:
     """Kafka rows -> (value, partition, offset, timestamp, ``_fast``, :data:`RECOGNISED_COLUMN`):
@@ -193,11 +214,9 @@ def recognise(records: DataFrame, bounds: TimeBounds) -> DataFrame:
     empty record ingest would see."""
     from pyspark.sql import functions as F
 
-    from contract.canonical import CANONICAL_PATTERN
-
     value = F.coalesce(F.col("value"), F.lit(b""))
     text = value.cast("string")
-    shaped = (F.length(value) <= MAX_PAYLOAD_BYTES) & text.rlike(CANONICAL_PATTERN)
+    shaped = (F.length(value) <= MAX_PAYLOAD_BYTES) & canonical_shape(records.sparkSession, value)
     parsed = records.select(
         value.alias("value"),
         F.col("partition"),

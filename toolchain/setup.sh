@@ -15,7 +15,7 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
 STEP=0
-TOTAL=8
+TOTAL=9
 T0=$(date +%s)
 
 step() { STEP=$((STEP + 1)); STEP_T0=$(date +%s); printf '\033[1m[%d/%d] %s\033[0m\n' "$STEP" "$TOTAL" "$1"; }
@@ -71,7 +71,24 @@ else
   done_step "$(ls "$CACHE/spark-jars" | tr '\n' ' ')"
 fi
 
-# --- 4. FerretDB (MongoDB wire protocol on SQLite) ---------------------------------------------
+# --- 4. The contract's recogniser of canonical records (a Spark UDF in Java) -------------------
+# The layers' fast path (contract/canonical.py): a DFA over each record's bytes. Compiled against
+# pyspark's own Spark version; the jar and dk.brics.automaton go where the session takes jars from.
+step "Contract recogniser (Java UDF, Maven build)"
+UDF_DIR="$ROOT/toolchain/contract-udf"
+UDF_HASH=$(hash_of "$UDF_DIR/pom.xml" $(find "$UDF_DIR/src" -type f | sort))
+if fresh contract-udf "$UDF_HASH" && [[ -d "$CACHE/contract-jars" ]]; then
+  done_step "cached"
+else
+  rm -rf "$CACHE/contract-jars" "$CACHE/contract-udf-build"
+  (cd "$UDF_DIR" && "${MVN[@]}" "-Dbuild.dir=$CACHE/contract-udf-build" package \
+    dependency:copy-dependencies -DincludeScope=runtime "-DoutputDirectory=$CACHE/contract-jars")
+  cp "$CACHE"/contract-udf-build/contract-udf-*.jar "$CACHE/contract-jars/"
+  stamp contract-udf "$UDF_HASH"
+  done_step "$(ls "$CACHE/contract-jars" | tr '\n' ' ')"
+fi
+
+# --- 5. FerretDB (MongoDB wire protocol on SQLite) ---------------------------------------------
 step "FerretDB 1.x with the SQLite backend (Go module build)"
 FDB_HASH=$(hash_of "$ROOT/toolchain/ferretdb/go.mod" "$ROOT/toolchain/ferretdb/go.sum" "$ROOT/toolchain/ferretdb/main.go")
 if fresh ferretdb "$FDB_HASH" && [[ -x "$CACHE/bin/ferretdb" ]]; then
@@ -86,7 +103,7 @@ else
   done_step "built $CACHE/bin/ferretdb"
 fi
 
-# --- 5. vegeta (the HTTP load tool of the API benchmark) -------------------------------------
+# --- 6. vegeta (the HTTP load tool of the API benchmark) -------------------------------------
 # A Go module build at a pinned version; the version is also stamped into the binary, so
 # `vegeta -version` (and bench/results/api.json) says which one measured.
 VEGETA_VERSION=v12.13.0
@@ -103,7 +120,7 @@ else
   done_step "built $CACHE/bin/vegeta"
 fi
 
-# --- 6. Redis ----------------------------------------------------------------------------------
+# --- 7. Redis ----------------------------------------------------------------------------------
 step "Redis server (Debian package)"
 if command -v redis-server >/dev/null 2>&1; then
   done_step "present: $(redis-server --version | cut -d' ' -f3)"
@@ -117,7 +134,7 @@ else
   done_step "installed: $(redis-server --version | cut -d' ' -f3)"
 fi
 
-# --- 7. Chromium and its WebDriver (the dashboard's browser tests) -------------------------------
+# --- 8. Chromium and its WebDriver (the dashboard's browser tests) -------------------------------
 step "Chromium + chromium-driver (Debian packages, for the dashboard's browser tests)"
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
   done_step "present: $(chromium --version 2>/dev/null | cut -d' ' -f2)"
@@ -130,7 +147,7 @@ else
   done_step "installed: $(chromium --version 2>/dev/null | cut -d' ' -f2)"
 fi
 
-# --- 8. Class-data archive of the Spark driver JVM ----------------------------------------------
+# --- 9. Class-data archive of the Spark driver JVM ----------------------------------------------
 # Every job's JVM then maps the classes a driver loads instead of parsing them again: measured,
 # a job's start (session and first shared pass) 33.5 s -> 26.6 s (config/jvm_archive.py).
 step "Spark driver class-data archive (a faster start for every job)"

@@ -62,28 +62,58 @@ def test_what_ingest_writes_matches_the_pattern() -> None:
     ][:3]
 
 
-def test_java_and_python_read_the_pattern_alike_and_ingest_records_take_the_fast_path(spark: Any) -> None:
-    """Spark's regex engine matches exactly the strings Python's does, and a record ingest wrote,
-    appended inside the window, is recognised: the contract's Python code is not run for it."""
+_BASE = (
+    b'{"schema_version":1,"event_id":"e","ts":"2026-11-24T10:00:00Z","visitor_id":"v",'
+    b'"url":"https://a.example/"}'
+)
+
+EDGES: list[tuple[bytes, bool]] = [
+    (b"", False),
+    (b"{}", False),
+    (_BASE, True),
+    (_BASE + b"\n", False),
+    (_BASE.replace(b":00Z", b":00.000000Z"), False),
+    (_BASE.replace(b":00Z", b":00.000100Z"), True),
+    (_BASE.replace(b'"e"', '"\u00e9"'.encode()), False),
+    (_BASE.replace(b"a.example", b"A.example"), False),
+    (_BASE.replace(b'/"}', b'/#x"}'), False),
+    (_BASE.replace(b'"v"', b'"' + b"v" * 128 + b'"'), True),
+    (_BASE.replace(b'"v"', b'"' + b"v" * 129 + b'"'), False),
+    (_BASE.replace(b"}", b',"country":"DE"}'), True),
+    (_BASE.replace(b"}", b',"country":"De"}'), False),
+    (_BASE.replace(b"}", b',"user_agent":"a\\"b"}'), False),
+    (_BASE.replace(b"}", b',"user_agent":"@<>#~&|.*+?()[]{}-^ x"}'), True),
+]
+"""Records at the edges of the form, with whether they are canonical: where the two renderings of
+the pattern would part if a character were escaped wrongly for one engine."""
+
+
+def test_the_jvm_recogniser_and_python_read_the_pattern_alike_and_ingest_records_take_the_fast_path(
+    spark: Any,
+) -> None:
+    """The DFA the layers run (compiled from AUTOMATON_PATTERN in the JVM) matches exactly the
+    records Python's regex does with CANONICAL_PATTERN, and a record ingest wrote, appended inside
+    the window, is recognised: the contract's Python code is not run for it."""
     from pyspark.sql import functions as F
 
-    from contract.spark_schema import RECOGNISED_COLUMN, recognise
+    from contract.spark_schema import RECOGNISED_COLUMN, canonical_shape, recognise
 
     # Drawn apart, so that the canonical share does not depend on how hypothesis mixes the two:
     # about a fifth of canonical_records() come out canonical (the rest are edited past the form);
     # over 30 draws of 400, the fewest was 58.
+    now = datetime.now().astimezone()
     samples = generated(canonical_records(), 400) + generated(raw_records(), 100)
+    samples += [(edge, now) for edge, _ in EDGES]
     df = kafka_frame(spark, samples)
-    java = {
+    jvm = {
         r["offset"]: r["m"]
-        for r in df.select(
-            "offset", F.col("value").cast("string").rlike(CANONICAL_PATTERN).alias("m")
-        ).collect()
+        for r in df.select("offset", canonical_shape(spark, F.col("value")).alias("m")).collect()
     }
     python = {
         i: PATTERN.fullmatch(p.decode("utf-8", "replace")) is not None for i, (p, _) in enumerate(samples)
     }
-    assert java == python
+    assert [python[len(samples) - len(EDGES) + i] for i in range(len(EDGES))] == [c for _, c in EDGES]
+    assert jvm == python, [samples[i][0] for i in jvm if jvm[i] != python[i]][:3]
     assert sum(python.values()) >= 25, "the samples must hold plenty of canonical records"
 
     log_time = datetime.now().astimezone()
@@ -91,3 +121,16 @@ def test_java_and_python_read_the_pattern_alike_and_ingest_records_take_the_fast
     ingest = [(e, log_time) for e in generated_events(500)]
     flags = [r[RECOGNISED_COLUMN] for r in recognise(kafka_frame(spark, ingest), WINDOW).collect()]
     assert flags == [True] * len(ingest)
+
+
+def test_a_part_the_automaton_cannot_read_alike_is_refused() -> None:
+    """A new part of the pattern written with a construct the DFA's syntax lacks fails loudly
+    instead of meaning something else to the layers than to the reference pattern."""
+    import pytest
+
+    from contract.canonical import _AUTOMATON, _render
+
+    for construct in (r"(?!x)y", r"\d", "^a", r"a\b", "(?P<n>a)"):
+        with pytest.raises(ValueError):
+            _render(construct, _AUTOMATON)
+    assert _render(r'(?:[a-z\-]{1,3}+)"@', _AUTOMATON) == r"([a-z\-]{1,3})\"\@"
