@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,19 @@ def running_stack(settings: Settings) -> Iterator[None]:
             control.down(settings, started)
 
 
-def produce_generated(settings: Settings, console: Console, total: int, span_hours: float, seed: int) -> int:
+def produce_generated(
+    settings: Settings,
+    console: Console,
+    total: int,
+    span_hours: float,
+    seed: int,
+    now: datetime | None = None,
+) -> int:
     """Produce ``total`` generated events (no malformed ones) through the ingest path, with a
-    progress bar; returns how many were sent. ``span_hours`` 0 is live traffic stamped now."""
+    progress bar; returns how many were sent. ``span_hours`` 0 is live traffic stamped now; a
+    back-fill spans the ``span_hours`` before ``now`` (default: the clock)."""
     generator = TrafficGenerator(
-        GeneratorConfig(total=total, seed=seed, span_hours=span_hours, malformed_fraction=0.0)
+        GeneratorConfig(total=total, seed=seed, span_hours=span_hours, malformed_fraction=0.0, now=now)
     )
     with progress_bar(console) as progress:
         stats = ingest(

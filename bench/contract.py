@@ -31,6 +31,7 @@ from rich.console import Console
 
 from bench.common import write_result
 from config.settings import Settings, get_settings
+from speed_layer.stream import use_state_store
 
 SPEED_DEDUP_WINDOW_S = 600
 
@@ -162,6 +163,67 @@ def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current
     return time.monotonic() - t0, rows
 
 
+def views_seconds(spark: Any, segment: Path) -> tuple[float, int]:
+    """Seconds of the batch layer's work after the absorb over the events of ``segment``: every
+    view by the shared pass, into a no-op sink (no documents written, so the share of the absorb
+    in the layer's time, hence the contract's cost, is if anything overstated). No contract code
+    runs in it: it is the same whichever parse absorbed the events."""
+    from pyspark.sql import functions as F
+
+    from batch_layer.master import INVALID_PARTITION
+    from views import all_views, compute, input_columns
+
+    views = all_views()
+    events = spark.read.parquet(str(segment)).where(F.col("event_date") != INVALID_PARTITION)
+    n = events.count()
+    t0 = time.monotonic()
+    compute(events.select(*input_columns(views, spark)), views, 12).write.format("noop").mode(
+        "overwrite"
+    ).save()
+    return time.monotonic() - t0, n
+
+
+def speed_layer_rates(
+    console: Console, backlog: int, batch: int, seconds: float, repeat: int
+) -> dict[str, Any]:
+    """The speed layer's sustained events/s (bench/speed.py's timing: after two warm-up
+    micro-batches, for at least ``seconds``) on one backlog of generated events, as shipped and
+    with the pre-contract parse (bench/legacy_speed.py), alternately, ``repeat`` times each."""
+    import shutil
+
+    import redis
+
+    from bench.common import produce_generated, running_stack
+    from bench.speed import _env, _settings, _spawn, _timed, committed
+    from ingest.topics import delete_topics, ensure_topics, log_end_offsets
+
+    base = get_settings()
+    settings = _settings(base, "contract")
+    rates: dict[str, list[int]] = {"current": [], "legacy": []}
+    with running_stack(base):
+        delete_topics(settings, [settings.events_topic])
+        ensure_topics(settings)
+        produce_generated(settings, console, backlog, span_hours=0.0, seed=5)
+        end = sum(log_end_offsets(settings).values())
+        r = redis.Redis.from_url(settings.redis_url)
+        for _ in range(repeat):
+            for name, module in (("current", "speed_layer"), ("legacy", "bench.legacy_speed")):
+                shutil.rmtree(settings.speed_checkpoint_uri.removeprefix("file://"), ignore_errors=True)
+                r.flushdb()
+                log = base.log_dir / f"bench-contract-speed-{name}.out"
+                console.print(f"speed layer, {name} parse, {batch:,} events per micro-batch:")
+                proc = _spawn([module, "run"], _env(settings, 0.5, batch), log)
+                timed = _timed(console, proc, log, lambda: committed(r)[1], end, seconds)
+                rates[name].append(timed["events_per_s"])
+    best = {name: max(values) for name, values in rates.items()}
+    return {
+        "backlog": backlog,
+        "events_per_micro_batch": batch,
+        "events_per_s": rates,
+        "throughput_drop": round(1 - best["current"] / best["legacy"], 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -172,6 +234,13 @@ def main() -> None:
         action="store_true",
         help="alternate with the pre-contract parse (legacy_parse) as baseline",
     )
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="also the whole layers' throughput with each parse: the absorb beside the views it "
+        "feeds (batch), the speed layer's sustained events/s on one backlog (speed)",
+    )
+    parser.add_argument("--backlog", type=int, default=2_500_000, help="speed layer backlog (--layers)")
     args = parser.parse_args()
 
     from config.spark import spark_session
@@ -182,10 +251,7 @@ def main() -> None:
     source = work / f"input-{args.records}"
     make_input(settings, source, args.records, console)
     spark = spark_session(settings, "bench-contract")
-    spark.conf.set(
-        "spark.sql.streaming.stateStore.providerClass",
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    )
+    use_state_store(spark)
     per_million = 1_000_000 / args.records
     result: dict[str, Any] = {"records": args.records}
     # Before and after alternate within one session, so both see the same machine load.
@@ -205,10 +271,24 @@ def main() -> None:
         for step in ("absorb", "stream"):
             result[f"{step}_slowdown"] = round(min(runs["current"][step]) / min(runs["legacy"][step]), 3)
     result["runs"] = {n: {k: [round(t, 2) for t in v] for k, v in t.items()} for n, t in runs.items()}
+    if args.layers and args.compare:
+        time_absorb(spark, source, work / "segment")
+        views_s, events = views_seconds(spark, work / "segment")
+        absorb = {name: min(times["absorb"]) for name, times in runs.items()}
+        result["batch_layer"] = {
+            "events": events,
+            "views_seconds": round(views_s, 2),
+            "absorb_seconds": {name: round(t, 2) for name, t in absorb.items()},
+            "throughput_drop": round(
+                (absorb["current"] - absorb["legacy"]) / (absorb["current"] + views_s), 3
+            ),
+        }
+    spark.stop()
+    if args.layers and args.compare:
+        result["speed_layer"] = speed_layer_rates(console, args.backlog, 500_000, 45.0, args.repeat)
     console.print(result)
     if not args.no_save:
         write_result("contract", result)
-    spark.stop()
 
 
 if __name__ == "__main__":

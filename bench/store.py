@@ -1,6 +1,6 @@
 """Batch view store benchmark: write documents/s and read-by-_id latency on the local FerretDB.
 
-Writes ``--docs`` realistic batch documents (views.rows shape, ~2.6 KB with HLL sketch bytes)
+Writes ``--docs`` realistic batch documents (views.rows shape, ~3 KB with HLL sketches as Spark stores them)
 through the batch layer's own executor code (batch_layer.store._insert_partition), with
 ``--partitions`` of them running at once as Spark's executors would, then reads documents by
 ``_id`` the way the serving layer does:
@@ -28,9 +28,9 @@ import asyncio
 import itertools
 import json
 import logging
+import multiprocessing
 import random
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -45,7 +45,7 @@ from config.settings import Settings, get_settings
 from stack import control
 from stack.ferretdb_workaround import ensure_id_indexes
 from stack.services import FerretDB
-from views.rows import document_id, row_to_document
+from views.rows import document_id, row_to_document, unpack_hours
 
 DB_NAME = "bench_store"
 VIEW = "bench"
@@ -53,7 +53,8 @@ DAYS = [f"2026-10-{d:02d}" for d in range(1, 29)]
 
 
 class RowMaker:
-    """View rows (views.rows) with real DataSketches HLL sketches, ~2.6 KB as documents."""
+    """View rows (views.rows) with real DataSketches HLL sketches in the form Spark's
+    ``hll_sketch_agg`` stores them (HLL_8, updatable serialisation), ~3 KB as documents."""
 
     def __init__(self, seed: int, lg_k: int) -> None:
         from datasketches import hll_sketch, tgt_hll_type
@@ -61,10 +62,10 @@ class RowMaker:
         self.rng = random.Random(seed)
 
         def sketch(n: int) -> bytes:
-            s = hll_sketch(lg_k, tgt_hll_type.HLL_4)
+            s = hll_sketch(lg_k, tgt_hll_type.HLL_8)
             for _ in range(n):
                 s.update(self.rng.random())
-            return bytes(s.serialize_compact())
+            return bytes(s.serialize_updatable())
 
         self.day_sketches = [sketch(self.rng.randint(20, 400)) for _ in range(64)]
         self.hour_sketches = [sketch(self.rng.randint(1, 30)) for _ in range(64)]
@@ -85,6 +86,15 @@ class RowMaker:
             "sk": rng.choice(self.day_sketches),
             "hours": hours,
         }
+
+
+def hours_as_arrays(row: Any) -> dict[str, Any]:
+    """The document as the batch layer wrote it before it packed the hours (views.rows): three
+    24-slot arrays, 72 BSON elements. ``--hours-as-arrays`` writes this to measure what packing
+    saved; the readers still read it (views.rows.decoded_hours)."""
+    doc = {k: v for k, v in row_to_document(row).items() if k != "h"}
+    h_pv, h_uv, h_sk = unpack_hours(row_to_document(row)["h"])
+    return {**doc, "h_pv": h_pv, "h_uv": h_uv, "h_sk": h_sk}
 
 
 def _percentiles(ms: list[float]) -> dict[str, float]:
@@ -136,34 +146,41 @@ def write(
     store.WRITE_CONNECTIONS = connections
     parts = [[{**r, "view": VIEW} for r in rows[p::partitions]] for p in range(partitions)]
     days = {VIEW: frozenset(r["day"] for r in rows)}
-    errors: list[BaseException] = []
-
-    def run(part: list[dict[str, Any]]) -> None:
-        try:
-            for _ in store._insert_partition(part, url, DB_NAME, gen, days):
-                pass
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(part,)) for part in parts]
+    # One process per partition, as Spark runs one Python worker per task: threads would share one
+    # interpreter lock and measure the client's Python, not the store. The processes are forked
+    # with their rows already built, and each waits for the start so all insert at once.
+    context = multiprocessing.get_context("fork")
+    start_line = context.Barrier(partitions + 1)
+    workers = [context.Process(target=_insert_all, args=(part, url, gen, days, start_line)) for part in parts]
+    for w in workers:
+        w.start()
+    start_line.wait()
     cpu_before = ferretdb_cpu_s(settings)
     start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for w in workers:
+        w.join()
     seconds = time.perf_counter() - start
+    failed = [w.exitcode for w in workers if w.exitcode]
+    if failed:
+        raise RuntimeError(f"{len(failed)} insert process(es) failed (exit codes {failed})")
     cpu_after = ferretdb_cpu_s(settings)
     cpu_ms_per_doc = (
         None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) * 1000 / len(rows)
     )
-    if errors:
-        raise errors[0]
     count = db[name].estimated_document_count()
     client.close()
     if count != len(rows):
         raise RuntimeError(f"{name}: {count} documents, expected {len(rows)}")
     return name, len(rows) / seconds, cpu_ms_per_doc
+
+
+def _insert_all(
+    part: list[dict[str, Any]], url: str, gen: int, days: dict[str, frozenset[str]], start_line: Any
+) -> None:
+    """One partition's inserts through the batch layer's executor code, from the start line on."""
+    start_line.wait()
+    for _ in store._insert_partition(part, url, DB_NAME, gen, days):
+        pass
 
 
 def read(url: str, name: str, rows: list[dict[str, Any]], samples: int) -> dict[str, Any]:
@@ -230,7 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-workaround", action="store_true", help="without the FerretDB 4646 index")
     parser.add_argument("--label", default=None, help="key of this run in bench/results/store.json")
+    parser.add_argument(
+        "--hours-as-arrays",
+        action="store_true",
+        help="write the layout of before the hours were packed (three 24-slot arrays)",
+    )
     args = parser.parse_args(argv)
+    to_document = hours_as_arrays if args.hours_as_arrays else row_to_document
+    # The executors' insert code makes its documents with this module-level name.
+    setattr(store, "row_to_document", to_document)  # noqa: B010 (a module attribute, replaced for this run)
     logging.basicConfig(level=logging.WARNING)
     console = Console()
     settings = get_settings()
@@ -246,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [maker.row(i) for i in range(args.docs)]
         from bson import encode
 
-        bson_kb = statistics.mean(len(encode(row_to_document(r))) for r in rows[:500]) / 1024
+        bson_kb = statistics.mean(len(encode(to_document(r))) for r in rows[:500]) / 1024
         console.print(f"{args.docs:,} documents of {bson_kb:.2f} KB (BSON) on average")
         writes = []
         name = ""
@@ -300,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         "documents": args.docs,
         "document_kb_bson": round(bson_kb, 2),
         "workaround": workaround,
+        "hours": "arrays" if args.hours_as_arrays else "packed",
         "writes": writes,
         "read_by_id": reads,
         "serving_reader_7_day_query_cold": api,
