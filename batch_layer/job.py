@@ -229,9 +229,13 @@ class BatchJob:
         counts the documents in the generation's collections as they fill."""
         t0 = time.monotonic()
 
+        last = [0, 0.0]  # documents and elapsed seconds at the previous line
+
         def documents(elapsed: float) -> str:
             n = self.store.documents_in(gen, days)
-            return f"{n:,} documents written ({n / max(elapsed, 1e-9):,.0f}/s since the start)"
+            rate = (n - last[0]) / max(elapsed - last[1], 1e-9)
+            last[:] = [n, elapsed]
+            return f"{n:,} documents written ({rate:,.0f} documents/s since the last line)"
 
         with SparkProgress(self.spark, f"views {', '.join(days)}", detail=documents):
             written = self.store.write(gen, rows, days)
