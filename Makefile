@@ -133,8 +133,8 @@ bench-speed: ## the speed layer benchmark alone (sustained events/s against its 
 bench-soak: ## the speed layer for 10 min under traffic, SIGKILLs, a Redis and a broker restart, batch runs; memory sampled, answers checked against a recount
 	@$(PY) -m bench.soak
 
-bench-contract: ## what the contract costs each layer: parse seconds per million records (absorb, stream)
-	@$(PY) -m bench.contract --compare
+bench-contract: ## what the contract costs each layer: parse seconds per million records, and each layer's throughput with and without it
+	@$(PY) -m bench.contract --compare --layers
 
 bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker, vegeta load
 	@$(PY) -m bench.api

@@ -22,8 +22,9 @@ written once, as the parts below, and rendered for two engines:
   a backtracking regex engine cost five times as much (docs/contract.md).
 
 The event-time window is not in the pattern: it depends on the record's log-append time and is
-checked on the parsed timestamp, with a margin so that float rounding at the edge of the window
-sends a record to the full check rather than deciding it here.
+checked on the timestamp the record spells (after :data:`TS_FIELD`, read by the recogniser), with
+a margin so that float rounding at the edge of the window sends a record to the full check rather
+than deciding it here.
 """
 
 from __future__ import annotations
@@ -167,5 +168,11 @@ AUTOMATON_PATTERN = _pattern(_AUTOMATON)
 """The same records in dk.brics.automaton's syntax: what the layers' recogniser compiles."""
 
 MAX_LENGTHS = {"url": MAX_URL_LENGTH, "referrer": MAX_URL_LENGTH}
-"""Lengths the pattern leaves to the parsed values (a bounded repeat of a whole URL would cost the
-regex engine more than a length check does)."""
+"""Lengths the pattern leaves out (a bounded repeat of a whole URL would multiply the DFA's
+states). The layers take a record as it is only when the whole record is no longer than the
+smallest of them, so no field can exceed its limit; a longer record, valid or not, goes to the
+contract's own check."""
+
+TS_FIELD = ',"ts":"'
+"""What precedes the timestamp in a canonical record, and occurs nowhere else in one: no value
+before it, and no value at all, may hold a quote."""

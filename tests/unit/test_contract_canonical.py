@@ -134,3 +134,45 @@ def test_a_part_the_automaton_cannot_read_alike_is_refused() -> None:
         with pytest.raises(ValueError):
             _render(construct, _AUTOMATON)
     assert _render(r'(?:[a-z\-]{1,3}+)"@', _AUTOMATON) == r"([a-z\-]{1,3})\"\@"
+
+
+def test_the_window_and_lengths_are_read_from_the_raw_bytes_exactly(spark: Any) -> None:
+    """The fast path reads the event time from the bytes (after ``,"ts":"``) instead of the parsed
+    record: with and without a fraction, a canonical record 2 ms inside either edge of the window is
+    taken as it is, 2 ms outside it is left to the contract; so is one longer than a URL may be."""
+    from contract.canonical import MAX_LENGTHS
+    from contract.spark_schema import RECOGNISED_COLUMN, recognise
+
+    def record(ts: datetime, path: str = "p") -> bytes:
+        spelled = (
+            ts.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ts.microsecond:06d}" if ts.microsecond else "") + "Z"
+        )
+        return _BASE.replace(b"2026-11-24T10:00:00Z", spelled.encode()).replace(
+            b"a.example/", f"a.example/{path}".encode()
+        )
+
+    log_time = datetime.fromisoformat("2026-11-24T10:00:00.250000+00:00")
+    edge_future, edge_past = log_time + WINDOW.max_future, log_time - WINDOW.max_past
+    ms = timedelta(milliseconds=2)
+    room = min(MAX_LENGTHS.values()) - len(record(log_time, ""))
+    cases = [
+        (record(edge_future - ms), True),
+        (record(edge_future + ms), False),
+        (record(edge_past + ms), True),
+        (record(edge_past - ms), False),
+        (record(log_time.replace(microsecond=0)), True),
+        (record(log_time, "x" * room), True),
+        (record(log_time, "x" * (room + 1)), False),
+    ]
+    assert all(PATTERN.fullmatch(payload.decode()) for payload, _ in cases)
+    frame = kafka_frame(spark, [(payload, log_time) for payload, _ in cases])
+    flags = [r[RECOGNISED_COLUMN] for r in recognise(frame, WINDOW).orderBy("offset").collect()]
+    assert flags == [expected for _, expected in cases]
+
+    # The pattern allows a 31st in every month; a date that does not exist is never read as the
+    # next day's (which would be inside this window), it goes to the contract's check.
+    no_such_day = _BASE.replace(b"2026-11-24T10:00:00Z", b"2026-11-31T10:00:00Z")
+    assert PATTERN.fullmatch(no_such_day.decode())
+    next_day = datetime.fromisoformat("2026-12-01T10:00:00+00:00")
+    [row] = recognise(kafka_frame(spark, [(no_such_day, next_day)]), WINDOW).collect()
+    assert row[RECOGNISED_COLUMN] is False

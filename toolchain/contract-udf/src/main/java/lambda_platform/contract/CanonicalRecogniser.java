@@ -2,6 +2,8 @@ package lambda_platform.contract;
 
 import dk.brics.automaton.RegExp;
 import dk.brics.automaton.RunAutomaton;
+import java.time.DateTimeException;
+import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -11,9 +13,13 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.sql.api.java.UDF1;
 
 /**
- * Whether a Kafka record's bytes are in the canonical form ingest writes: the layers' fast path
- * (contract/canonical.py builds the pattern from the contract's own constants and documents why a
- * match can only ever be a record the contract accepts as it is).
+ * Whether a Kafka record's bytes are in the canonical form ingest writes, and if so the event time
+ * they spell: the layers' fast path (contract/canonical.py builds the pattern from the contract's
+ * own constants and documents why a match can only ever be a record the contract accepts as it
+ * is). The result is null for a record not in the form, else its event time in epoch
+ * microseconds, which the layers hold against the window around the record's log-append time
+ * (contract/spark_schema.py) without parsing the record: in the stream, whatever the parse adds
+ * to a row is copied twice more where the row crosses to Python (docs/contract.md).
  *
  * <p>The pattern is compiled by dk.brics.automaton into a minimal DFA, once per JVM, and run over
  * the record's bytes with one table lookup per byte. A backtracking regular expression engine
@@ -21,9 +27,18 @@ import org.apache.spark.sql.api.java.UDF1;
  * character; the DFA costs about 3 (docs/contract.md). The canonical form is printable ASCII, so
  * any byte outside 0-127 rejects the record at once.
  */
-public final class CanonicalRecogniser implements UDF1<byte[], Boolean> {
+public final class CanonicalRecogniser implements UDF1<byte[], Long> {
   private static final long serialVersionUID = 1L;
   private static final Map<String, Table> TABLES = new ConcurrentHashMap<>();
+
+  /**
+   * The result for a record in the canonical form whose timestamp is not a calendar date (the
+   * pattern allows a 31st in every month): below every window, so the contract's own check judges
+   * it, as it does every record not taken as it is.
+   */
+  public static final long NOT_A_DATE = Long.MIN_VALUE;
+
+  private static final byte[] TS_FIELD = {',', '"', 't', 's', '"', ':', '"'};
 
   private final String pattern;
   private transient Table table;
@@ -35,8 +50,54 @@ public final class CanonicalRecogniser implements UDF1<byte[], Boolean> {
   }
 
   @Override
-  public Boolean call(byte[] value) {
-    return value != null && table().matches(value);
+  public Long call(byte[] value) {
+    if (value == null || !table().matches(value)) {
+      return null;
+    }
+    return spelledTime(value, indexOf(value, TS_FIELD) + TS_FIELD.length);
+  }
+
+  /**
+   * Epoch microseconds of the timestamp at {@code at} of a record the DFA matched: there it is
+   * {@code YYYY-MM-DDTHH:MM:SS}, then {@code Z} or six fraction digits and {@code Z}, so the fields
+   * are at fixed places and are digits. {@link #NOT_A_DATE} if the date does not exist.
+   */
+  static long spelledTime(byte[] v, int at) {
+    int year = digits(v, at, 4);
+    int month = digits(v, at + 5, 2);
+    int day = digits(v, at + 8, 2);
+    long epochDay;
+    try {
+      epochDay = LocalDate.of(year, month, day).toEpochDay();
+    } catch (DateTimeException e) {
+      return NOT_A_DATE;
+    }
+    long seconds = epochDay * 86_400L + digits(v, at + 11, 2) * 3_600L + digits(v, at + 14, 2) * 60L
+        + digits(v, at + 17, 2);
+    int micros = v[at + 19] == '.' ? digits(v, at + 20, 6) : 0;
+    return seconds * 1_000_000L + micros;
+  }
+
+  private static int digits(byte[] v, int from, int count) {
+    int n = 0;
+    for (int i = from; i < from + count; i++) {
+      n = n * 10 + (v[i] - '0');
+    }
+    return n;
+  }
+
+  /** Where {@code part} first occurs in {@code v} (the DFA guarantees it does, once). */
+  private static int indexOf(byte[] v, byte[] part) {
+    outer:
+    for (int i = 0; i <= v.length - part.length; i++) {
+      for (int k = 0; k < part.length; k++) {
+        if (v[i + k] != part[k]) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    throw new IllegalStateException("a canonical record without its timestamp field");
   }
 
   /** The number of states of the compiled DFA (a test pins that the pattern stays small). */
