@@ -68,7 +68,7 @@ STATE_STORE_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     # The total row count is only a progress metric, and RocksDB keeps it by reading every key
     # before writing it. Without it the dedup of a 500K-event micro-batch took 4.2 s instead of
-    # 4.9 s (five micro-batches of one backlog, medians; docs/contract.md).
+    # 4.9 s (five micro-batches of one backlog, medians; docs/speed-floor.md).
     "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
 }
 """The state store the dedup runs on (set by :func:`use_state_store`)."""
