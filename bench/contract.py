@@ -197,7 +197,7 @@ def time_stream(spark: Any, source: Path, checkpoint: Path, parse: Any = current
     return time.monotonic() - t0, rows
 
 
-def views_seconds(spark: Any, segment: Path) -> tuple[float, int]:
+def views_seconds(spark: Any, segment: Path, lg_k: int) -> tuple[float, int]:
     """Seconds of the batch layer's work after the absorb over the events of ``segment``: every
     view by the shared pass, into a no-op sink (no documents written, so the share of the absorb
     in the layer's time, hence the contract's cost, is if anything overstated). No contract code
@@ -211,7 +211,7 @@ def views_seconds(spark: Any, segment: Path) -> tuple[float, int]:
     events = spark.read.parquet(str(segment)).where(F.col("event_date") != INVALID_PARTITION)
     n = events.count()
     t0 = time.monotonic()
-    compute(events.select(*input_columns(views, spark)), views, 12).write.format("noop").mode(
+    compute(events.select(*input_columns(views, spark)), views, lg_k).write.format("noop").mode(
         "overwrite"
     ).save()
     return time.monotonic() - t0, n
@@ -326,7 +326,7 @@ def main() -> None:
     }
     if args.layers and args.compare:
         time_absorb(spark, source, work / "segment")
-        views_s, events = views_seconds(spark, work / "segment")
+        views_s, events = views_seconds(spark, work / "segment", settings.hll_lg_k)
         absorb = {name: min(times["absorb"]) for name, times in runs.items()}
         result["batch_layer"] = {
             "events": events,

@@ -45,7 +45,7 @@ from config.settings import Settings, get_settings
 from stack import control
 from stack.ferretdb_workaround import ensure_id_indexes
 from stack.services import FerretDB
-from views.rows import document_id, row_to_document, unpack_hours
+from views.rows import decoded, document_id, row_to_document
 
 DB_NAME = "bench_store"
 VIEW = "bench"
@@ -92,9 +92,7 @@ def hours_as_arrays(row: Any) -> dict[str, Any]:
     """The document as the batch layer wrote it before it packed the hours (views.rows): three
     24-slot arrays, 72 BSON elements. ``--hours-as-arrays`` writes this to measure what packing
     saved; the readers still read it (views.rows.decoded_hours)."""
-    doc = {k: v for k, v in row_to_document(row).items() if k != "h"}
-    h_pv, h_uv, h_sk = unpack_hours(row_to_document(row)["h"])
-    return {**doc, "h_pv": h_pv, "h_uv": h_uv, "h_sk": h_sk}
+    return decoded(row_to_document(row))
 
 
 def _percentiles(ms: list[float]) -> dict[str, float]:

@@ -136,6 +136,11 @@ def _timestamp(engine: _Engine) -> str:
     return f"{_render(date + time, engine)}{engine.group}{_render(chr(92) + '.', engine)}{engine.fraction})?Z"
 
 
+def _opening(name: str) -> str:
+    """What precedes the value of field ``name`` in a canonical record."""
+    return f',"{name}":"'
+
+
 def _pattern(engine: _Engine) -> str:
     """The whole canonical record for ``engine``."""
 
@@ -143,7 +148,7 @@ def _pattern(engine: _Engine) -> str:
         return _render(regex, engine)
 
     def field(name: str, value: str, optional: bool = False) -> str:
-        text = part(_literal(f',"{name}":"')) + value + part(_literal('"'))
+        text = part(_literal(_opening(name))) + value + part(_literal('"'))
         return f"{engine.group}{text})?" if optional else text
 
     return (
@@ -173,6 +178,6 @@ states). The layers take a record as it is only when the whole record is no long
 smallest of them, so no field can exceed its limit; a longer record, valid or not, goes to the
 contract's own check."""
 
-TS_FIELD = ',"ts":"'
-"""What precedes the timestamp in a canonical record, and occurs nowhere else in one: no value
-before it, and no value at all, may hold a quote."""
+TS_FIELD = _opening("ts")
+"""What precedes the timestamp in a canonical record, and occurs nowhere else in one (no value may
+hold a quote): the recogniser reads the event time after it (``toolchain/contract-udf``)."""

@@ -189,12 +189,12 @@ def canonical_time(spark: SparkSession, value: Column) -> Column:
     places in the form: parsing the record for it cost as much as the whole parse."""
     from pyspark.sql import functions as F
 
-    from contract.canonical import AUTOMATON_PATTERN
+    from contract.canonical import AUTOMATON_PATTERN, TS_FIELD
 
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     try:
-        recogniser = jvm.lambda_platform.contract.CanonicalRecogniser(AUTOMATON_PATTERN)
+        recogniser = jvm.lambda_platform.contract.CanonicalRecogniser(AUTOMATON_PATTERN, TS_FIELD)
     except TypeError as exc:  # py4j: "'JavaPackage' object is not callable", a class it cannot find
         raise RuntimeError(
             "the contract's recogniser (lambda_platform.contract.CanonicalRecogniser) is not on the "

@@ -97,11 +97,13 @@ def decoded_hours(doc: dict[str, Any]) -> Hours:
         return unpack_hours(bytes(doc["h"]))
     try:
         pv, uv, sk = doc["h_pv"], doc["h_uv"], doc["h_sk"]
-        if not len(pv) == len(uv) == len(sk) == HOURS:
-            raise MalformedDocument("hours: arrays of the earlier layout are not 24 long")
-        return [int(v) for v in pv], [int(v) for v in uv], [None if s is None else bytes(s) for s in sk]
+        lengths_ok = len(pv) == len(uv) == len(sk) == HOURS
+        hours = [int(v) for v in pv], [int(v) for v in uv], [None if s is None else bytes(s) for s in sk]
     except (KeyError, TypeError, ValueError) as exc:
         raise MalformedDocument(f"hours: {exc!r}") from exc
+    if not lengths_ok:
+        raise MalformedDocument("hours: arrays of the earlier layout are not 24 long")
+    return hours
 
 
 def decoded(doc: dict[str, Any]) -> dict[str, Any]:

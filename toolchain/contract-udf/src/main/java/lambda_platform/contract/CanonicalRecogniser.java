@@ -2,6 +2,7 @@ package lambda_platform.contract;
 
 import dk.brics.automaton.RegExp;
 import dk.brics.automaton.RunAutomaton;
+import java.nio.charset.StandardCharsets;
 import java.time.DateTimeException;
 import java.time.LocalDate;
 import java.util.ArrayList;
@@ -38,14 +39,18 @@ public final class CanonicalRecogniser implements UDF1<byte[], Long> {
    */
   public static final long NOT_A_DATE = Long.MIN_VALUE;
 
-  private static final byte[] TS_FIELD = {',', '"', 't', 's', '"', ':', '"'};
 
   private final String pattern;
+  private final byte[] timeField;
   private transient Table table;
 
-  /** @param pattern the canonical form in dk.brics.automaton's syntax (contract/canonical.py). */
-  public CanonicalRecogniser(String pattern) {
+  /**
+   * @param pattern the canonical form in dk.brics.automaton's syntax (contract/canonical.py).
+   * @param timeField what precedes the timestamp in that form, once per record (TS_FIELD there).
+   */
+  public CanonicalRecogniser(String pattern, String timeField) {
     this.pattern = pattern;
+    this.timeField = timeField.getBytes(StandardCharsets.US_ASCII);
     table(); // a pattern that does not compile fails here, on the driver, not in a task
   }
 
@@ -54,7 +59,7 @@ public final class CanonicalRecogniser implements UDF1<byte[], Long> {
     if (value == null || !table().matches(value)) {
       return null;
     }
-    return spelledTime(value, indexOf(value, TS_FIELD) + TS_FIELD.length);
+    return spelledTime(value, indexOf(value, timeField) + timeField.length);
   }
 
   /**
@@ -194,11 +199,13 @@ public final class CanonicalRecogniser implements UDF1<byte[], Long> {
 
   @Override
   public boolean equals(Object other) {
-    return other instanceof CanonicalRecogniser && ((CanonicalRecogniser) other).pattern.equals(pattern);
+    return other instanceof CanonicalRecogniser
+        && ((CanonicalRecogniser) other).pattern.equals(pattern)
+        && Arrays.equals(((CanonicalRecogniser) other).timeField, timeField);
   }
 
   @Override
   public int hashCode() {
-    return Arrays.hashCode(new Object[] {pattern});
+    return 31 * pattern.hashCode() + Arrays.hashCode(timeField);
   }
 }
