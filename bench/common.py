@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -134,3 +135,13 @@ def start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
         proc.terminate()
         raise SystemExit("the API did not come up") from None
     return proc
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    """Count, p50 and p95 of latencies in milliseconds."""
+    ordered = sorted(ms)
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 2),
+    }

@@ -40,7 +40,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from rich.console import Console
 
 from batch_layer import store
-from bench.common import RESULTS_DIR, machine
+from bench.common import RESULTS_DIR, machine, percentiles
 from config.settings import Settings, get_settings
 from stack import control
 from stack.ferretdb_workaround import ensure_id_indexes
@@ -93,15 +93,6 @@ def hours_as_arrays(row: Any) -> dict[str, Any]:
     24-slot arrays, 72 BSON elements. ``--hours-as-arrays`` writes this to measure what packing
     saved; the readers still read it (views.rows.decoded_hours)."""
     return decoded(row_to_document(row))
-
-
-def _percentiles(ms: list[float]) -> dict[str, float]:
-    ordered = sorted(ms)
-    return {
-        "n": len(ordered),
-        "p50_ms": round(statistics.median(ordered), 2),
-        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 2),
-    }
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -194,7 +185,7 @@ def read(url: str, name: str, rows: list[dict[str, Any]], samples: int) -> dict[
     cold = [_timed(find(i)) for i in ids]
     warm = [_timed(find(i)) for i in ids]
     client.close()
-    return {"cold": _percentiles(cold), "warm": _percentiles(warm)}
+    return {"cold": percentiles(cold), "warm": percentiles(warm)}
 
 
 def api_reads(
@@ -220,7 +211,7 @@ def api_reads(
         await client.close()
         return out
 
-    return _percentiles(asyncio.run(main()))
+    return percentiles(asyncio.run(main()))
 
 
 def main(argv: list[str] | None = None) -> int:
