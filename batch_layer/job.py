@@ -58,6 +58,9 @@ class RunSummary:
     """Every record the batch layer has dead-lettered (the whole master dataset), per field."""
     view_days_recomputed: dict[str, int] = field(default_factory=dict)
     documents_written: dict[str, int] = field(default_factory=dict)
+    """Per view, its (key, day) documents."""
+    hour_sketch_documents: int = 0
+    """Documents of hour sketches stored apart from their (key, day) document (views.rows)."""
     insert_seconds: float = 0.0
     """From the first document insert's start to the last one's end: the write rate's time."""
     seconds: dict[str, float] = field(default_factory=dict)
@@ -70,8 +73,10 @@ class RunSummary:
 
     @property
     def documents_per_s(self) -> float:
-        """Documents inserted per second while they were being inserted."""
-        return sum(self.documents_written.values()) / self.insert_seconds if self.insert_seconds else 0.0
+        """Documents inserted (hour sketches stored apart included) per second while they were
+        being inserted."""
+        inserted = sum(self.documents_written.values()) + self.hour_sketch_documents
+        return inserted / self.insert_seconds if self.insert_seconds else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -241,14 +246,16 @@ class BatchJob:
             written = self.store.write(gen, rows, days)
         seconds = time.monotonic() - t0
         summary.insert_seconds = written.insert_seconds
+        summary.hour_sketch_documents = written.hour_sketch_documents
         log.info(
-            "%d documents of %d view(s) in %.1f s, the shared pass included; inserted in %.1f s "
-            "(%.0f documents/s)",
+            "%d documents of %d view(s) (and %d of hour sketches kept apart) in %.1f s, the shared "
+            "pass included; inserted in %.1f s (%.0f documents/s)",
             written.documents,
             len(days),
+            written.hour_sketch_documents,
             seconds,
             written.insert_seconds,
-            written.documents / max(written.insert_seconds, 1e-9),
+            written.inserted / max(written.insert_seconds, 1e-9),
         )
         faults.checkpoint(self.settings, "writing")
         for view, entries in written.entries.items():

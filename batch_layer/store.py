@@ -27,7 +27,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from views.rows import decoded, row_to_document
+from views.rows import decoded, document_id, is_hour_sketches, row_to_documents
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -54,10 +54,18 @@ class Written:
 
     entries: dict[str, list[Entry]]
     insert_seconds: float
+    inserted: int = 0
+    """Documents inserted: one per entry, plus the hour sketches stored apart (views.rows)."""
 
     @property
     def documents(self) -> int:
+        """(key, day) documents: one per entry."""
         return sum(len(e) for e in self.entries.values())
+
+    @property
+    def hour_sketch_documents(self) -> int:
+        """Documents of hour sketches stored apart from their (key, day) document."""
+        return self.inserted - self.documents
 
 
 def collection_name(view: str, gen: int) -> str:
@@ -116,7 +124,7 @@ def _insert_ignoring_duplicates(target: Any, docs: list[dict[str, Any]]) -> None
 
 SPAN = "#span"
 """The ``view`` of the one record per partition that :func:`_insert_partition` adds after its
-documents: (SPAN, first insert's start, last insert's end, documents), epoch seconds."""
+documents: (SPAN, first insert's start, last insert's end, documents inserted), epoch seconds."""
 
 
 def _insert_partition(
@@ -137,6 +145,7 @@ def _insert_partition(
     client: MongoClient[dict[str, Any]] = MongoClient(mongo_url, maxPoolSize=WRITE_CONNECTIONS)
     db = client[db_name]
     written: list[tuple[str, Any, Any, int]] = []
+    inserted = 0
     first_insert: float | None = None
     batches: dict[str, list[dict[str, Any]]] = defaultdict(list)
     in_flight: deque[Future[None]] = deque()
@@ -158,9 +167,10 @@ def _insert_partition(
                 view = row["view"]
                 if row["day"] not in days[view]:
                     continue
-                doc = row_to_document(row)
-                batches[view].append(doc)
-                written.append((view, doc["day"], doc["key"], int(doc["pv"])))
+                docs = row_to_documents(row)
+                batches[view].extend(docs)
+                inserted += len(docs)
+                written.append((view, row["day"], row["key"], int(row["pv"])))
                 if len(batches[view]) >= WRITE_BATCH:
                     flush(view)
             for view in list(batches):
@@ -171,7 +181,7 @@ def _insert_partition(
         client.close()
     yield from written
     if first_insert is not None:
-        yield (SPAN, first_insert, time.time(), len(written))
+        yield (SPAN, first_insert, time.time(), inserted)
 
 
 class BatchViewStore:
@@ -202,14 +212,15 @@ class BatchViewStore:
             lambda part: _insert_partition(part, url, db_name, gen, wanted)
         ).collect()
         out: dict[str, list[Entry]] = {view: [] for view in days}
-        starts, ends = [], []
+        starts, ends, inserted = [], [], 0
         for view, day, key, pv in written:
             if view == SPAN:
                 starts.append(day)
                 ends.append(key)
+                inserted += pv
             else:
                 out[view].append((day, key, pv))
-        return Written(out, max(ends) - min(starts) if starts else 0.0)
+        return Written(out, max(ends) - min(starts) if starts else 0.0, inserted)
 
     def documents_in(self, gen: int, views: Iterable[str]) -> int:
         """Documents the collections of ``gen`` hold now (a progress line while they fill)."""
@@ -247,9 +258,17 @@ class BatchViewStore:
         for day, gen in day_map.items():
             by_gen.setdefault(gen, set()).add(day)
         for gen, days in sorted(by_gen.items()):
+            docs: list[dict[str, Any]] = []
+            hour_sketches: dict[str, dict[str, Any]] = {}
             for doc in self.db[collection_name(view, gen)].find({}):
-                if doc["day"] in days and not is_rank_document(doc):
-                    yield decoded(doc)
+                if doc["day"] not in days or is_rank_document(doc):
+                    continue
+                if is_hour_sketches(doc):
+                    hour_sketches[doc["hours_of"]] = doc
+                else:
+                    docs.append(doc)
+            for doc in docs:
+                yield decoded(doc, hour_sketches.get(document_id(doc["key"], doc["day"])))
 
     def drop(self, view: str, gen: int) -> None:
         self.db.drop_collection(collection_name(view, gen))

@@ -45,7 +45,7 @@ from config.settings import Settings, get_settings
 from stack import control
 from stack.ferretdb_workaround import ensure_id_indexes
 from stack.services import FerretDB
-from views.rows import decoded, document_id, row_to_document
+from views.rows import decoded, document_id, row_to_documents
 
 DB_NAME = "bench_store"
 VIEW = "bench"
@@ -88,11 +88,11 @@ class RowMaker:
         }
 
 
-def hours_as_arrays(row: Any) -> dict[str, Any]:
+def hours_as_arrays(row: Any) -> list[dict[str, Any]]:
     """The document as the batch layer wrote it before it packed the hours (views.rows): three
     24-slot arrays, 72 BSON elements. ``--hours-as-arrays`` writes this to measure what packing
     saved; the readers still read it (views.rows.decoded_hours)."""
-    return decoded(row_to_document(row))
+    return [decoded(*row_to_documents(row))]
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -242,9 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         help="write the layout of before the hours were packed (three 24-slot arrays)",
     )
     args = parser.parse_args(argv)
-    to_document = hours_as_arrays if args.hours_as_arrays else row_to_document
+    to_documents = hours_as_arrays if args.hours_as_arrays else row_to_documents
     # The executors' insert code makes its documents with this module-level name.
-    setattr(store, "row_to_document", to_document)  # noqa: B010 (a module attribute, replaced for this run)
+    setattr(store, "row_to_documents", to_documents)  # noqa: B010 (a module attribute, replaced for this run)
     logging.basicConfig(level=logging.WARNING)
     console = Console()
     settings = get_settings()
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [maker.row(i) for i in range(args.docs)]
         from bson import encode
 
-        bson_kb = statistics.mean(len(encode(to_document(r))) for r in rows[:500]) / 1024
+        bson_kb = statistics.mean(len(encode(to_documents(r)[0])) for r in rows[:500]) / 1024
         console.print(f"{args.docs:,} documents of {bson_kb:.2f} KB (BSON) on average")
         writes = []
         name = ""

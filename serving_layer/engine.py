@@ -23,7 +23,7 @@ import asyncio
 import heapq
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -65,6 +65,7 @@ SITE_VIEW = "site"
 REALTIME = "realtime"
 PV_HOURS = tuple(hour_field(PV, h) for h in range(24))
 SK_HOURS = tuple(hour_field(SKETCH, h) for h in range(24))
+SK_HOURS_SET = frozenset(SK_HOURS)
 
 
 # --- queries ---------------------------------------------------------------------------------------
@@ -315,11 +316,18 @@ class QueryEngine:
         return _Snapshot(served, [{} for _ in hashes], [[] for _ in ranks], coverage)
 
     async def _documents(
-        self, view: str, key: str, days: list[str], gen: GenerationInfo
+        self,
+        view: str,
+        key: str,
+        days: list[str],
+        gen: GenerationInfo,
+        hourly_uniques: Set[str] = frozenset(),
     ) -> dict[str, BatchDoc]:
+        """The batch documents of ``key`` on ``days``; those of ``hourly_uniques`` with their hour
+        sketches (only a union of hours needs them, and they can be most of a document)."""
         holders = gen.day_map.get(view, {})
         refs: list[DocRef] = [(holders[d], key, d) for d in days if d in holders]
-        docs = await self.batch.documents(view, refs)
+        docs = await self.batch.documents(view, refs, [ref[2] in hourly_uniques for ref in refs])
         return {ref[2]: doc for ref, doc in zip(refs, docs, strict=True) if doc is not None}
 
     def _check_ready(self, snap: _Snapshot, *views: str) -> None:
@@ -337,7 +345,8 @@ class QueryEngine:
         reads = [HashRead(q.view, q.key, day, fields) for day, fields in plan]
         snap = await self._snapshot(reads, (), after)
         self._check_ready(snap, q.view)
-        docs = await self._documents(q.view, q.key, days, snap.gen)
+        hourly_uniques = {day for day, fields in plan if not SK_HOURS_SET.isdisjoint(fields)}
+        docs = await self._documents(q.view, q.key, days, snap.gen, hourly_uniques)
         return snap, docs, dict(zip(days, snap.hashes, strict=True))
 
     async def state(self) -> ServingState:
@@ -553,7 +562,7 @@ def _distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, di
                 exact.append(doc.uv)
             rt_sk = values.get(SKETCH)
         else:
-            if doc is not None and doc.h_sk[t.hour] is not None:
+            if doc is not None and doc.h_pv[t.hour]:
                 batch_hours.setdefault(t.day, []).append(t.hour)
                 exact.append(doc.h_uv[t.hour])
             rt_sk = values.get(SK_HOURS[t.hour])

@@ -52,10 +52,19 @@ class MemoryBatchReader:
         self._check()
         return None if self.served is None else self.generations[self.served]
 
-    async def documents(self, view: str, refs: Sequence[DocRef]) -> list[BatchDoc | None]:
+    async def documents(
+        self, view: str, refs: Sequence[DocRef], hour_sketches: Sequence[bool] = ()
+    ) -> list[BatchDoc | None]:
+        """Documents as stored, but without their hour sketches unless asked: the strictest store,
+        one that keeps every document's apart, so a query that forgets to ask fails its tests."""
         self._check()
         self.reads += len(refs)
-        return [self.docs.get((view, *ref)) for ref in refs]
+        wanted = list(hour_sketches) or [False] * len(refs)
+        out = [self.docs.get((view, *ref)) for ref in refs]
+        return [
+            d if d is None or w else BatchDoc(d.pv, d.uv, d.sk, d.h_pv, d.h_uv, None)
+            for d, w in zip(out, wanted, strict=True)
+        ]
 
     async def ranking(self, view: str, holder: int, day: str) -> list[tuple[str, int]]:
         self._check()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from pymongo import AsyncMongoClient
@@ -33,7 +33,7 @@ from generations.state import DROPPED, GenerationState
 from serving_layer.cache import LruCache
 from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable, GenerationInfo
 from serving_layer.readers import DocRef
-from views.rows import MalformedDocument, document_id
+from views.rows import MalformedDocument, document_id, hour_sketches_id
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,14 @@ def generation_info(doc: dict[str, Any]) -> GenerationInfo:
     )
 
 
+def _malformed(view: str, holder: int, ident: str, exc: MalformedDocument) -> BatchUnavailable:
+    """A stored document that does not decode: logged, and a 503 that names it (never a 500)."""
+    log.error("%s %r is malformed: %s", collection_name(view, holder), ident, exc)
+    return BatchUnavailable(
+        f"the batch view document {ident!r} of {view} does not decode ({exc}); run a full recompute"
+    )
+
+
 class MongoBatchReader:
     def __init__(
         self,
@@ -69,7 +77,7 @@ class MongoBatchReader:
         self.rankings_cache: LruCache[list[tuple[str, int]]] = LruCache(cache_bytes // 4)
         self._generations: dict[int, GenerationInfo] = {}
         self._reads = asyncio.Semaphore(max_concurrent)
-        self._in_flight: dict[tuple[str, int, str, str], asyncio.Future[BatchDoc | None]] = {}
+        self._in_flight: dict[tuple[str, int, str, str, bool], asyncio.Future[BatchDoc | None]] = {}
 
     async def _call(self, aw: Awaitable[T]) -> T:
         try:
@@ -95,47 +103,72 @@ class MongoBatchReader:
         pointer = await self._call(self.db["registry"].find_one({"_id": "served"}))
         return None if pointer is None else await self.generation(int(pointer["gen"]))
 
-    async def documents(self, view: str, refs: Sequence[DocRef]) -> list[BatchDoc | None]:
+    async def documents(
+        self, view: str, refs: Sequence[DocRef], hour_sketches: Sequence[bool] = ()
+    ) -> list[BatchDoc | None]:
         out: list[BatchDoc | None] = [None] * len(refs)
+        wanted = list(hour_sketches) or [False] * len(refs)
         missing: list[int] = []
         cache = self.documents_cache
         for i, ref in enumerate(refs):
             found, doc = cache.get((view, *ref))
-            if found:
+            if found and not (wanted[i] and doc is not None and doc.sketches_apart):
                 out[i] = doc
             else:
                 missing.append(i)
         if missing:
-            fetched = await asyncio.gather(*(self._fetch(view, refs[i]) for i in missing))
+            fetched = await asyncio.gather(*(self._fetch(view, refs[i], wanted[i]) for i in missing))
             for i, doc in zip(missing, fetched, strict=True):
                 out[i] = doc
         return out
 
-    async def _fetch(self, view: str, ref: DocRef) -> BatchDoc | None:
-        """One document, read once however many queries wait for it."""
-        key = (view, *ref)
+    async def _fetch(self, view: str, ref: DocRef, hour_sketches: bool) -> BatchDoc | None:
+        """One document, and its hour sketches stored apart if asked, from the cache or read."""
+        found, doc = self.documents_cache.get((view, *ref))
+        if not found:
+            doc = await self._once((view, *ref, False), lambda: self._load(view, ref))
+        if hour_sketches and doc is not None and doc.sketches_apart:
+            main = doc
+            doc = await self._once((view, *ref, True), lambda: self._load_hour_sketches(view, ref, main))
+        return doc
+
+    async def _once(
+        self, key: tuple[str, int, str, str, bool], load: Callable[[], Awaitable[BatchDoc | None]]
+    ) -> BatchDoc | None:
+        """``load()``, run once however many queries wait for it (single flight)."""
         future = self._in_flight.get(key)
         if future is None:
-            future = asyncio.ensure_future(self._load(view, ref))
+            future = asyncio.ensure_future(load())
             self._in_flight[key] = future
             future.add_done_callback(lambda _: self._in_flight.pop(key, None))
         return await asyncio.shield(future)
 
-    async def _load(self, view: str, ref: DocRef) -> BatchDoc | None:
-        holder, key, day = ref
+    async def _read(self, view: str, holder: int, ident: str) -> dict[str, Any] | None:
         target = self.db[collection_name(view, holder)]
         async with self._reads:
-            raw = await self._call(target.find_one({"_id": document_id(key, day)}))
+            return await self._call(target.find_one({"_id": ident}))
+
+    async def _load(self, view: str, ref: DocRef) -> BatchDoc | None:
+        holder, key, day = ref
+        ident = document_id(key, day)
+        raw = await self._read(view, holder, ident)
         try:
             doc = None if raw is None else BatchDoc.from_document(raw)
         except MalformedDocument as exc:
-            log.error("%s %r is malformed: %s", collection_name(view, holder), document_id(key, day), exc)
-            raise BatchUnavailable(
-                f"the batch view document {document_id(key, day)!r} of {view} does not decode ({exc}); "
-                "run a full recompute"
-            ) from exc
+            raise _malformed(view, holder, ident, exc) from exc
         self.documents_cache.put((view, *ref), doc, 100 if doc is None else doc.size)
         return doc
+
+    async def _load_hour_sketches(self, view: str, ref: DocRef, doc: BatchDoc) -> BatchDoc:
+        """``doc`` with its hour sketches, read from their own document (views.rows)."""
+        holder, key, day = ref
+        raw = await self._read(view, holder, hour_sketches_id(key, day))
+        try:
+            full = doc.with_hour_sketches(document_id(key, day), raw)
+        except MalformedDocument as exc:
+            raise _malformed(view, holder, hour_sketches_id(key, day), exc) from exc
+        self.documents_cache.put((view, *ref), full, full.size)
+        return full
 
     async def ranking(self, view: str, holder: int, day: str) -> list[tuple[str, int]]:
         key = (view, holder, day)

@@ -28,8 +28,15 @@ class BatchReader(Protocol):
         """The served generation from the durable registry (used when Redis cannot say)."""
         ...
 
-    async def documents(self, view: str, refs: Sequence[DocRef]) -> list[BatchDoc | None]:
-        """The documents of ``refs``, in order; None where a key had no traffic that day."""
+    async def documents(
+        self, view: str, refs: Sequence[DocRef], hour_sketches: Sequence[bool] = ()
+    ) -> list[BatchDoc | None]:
+        """The documents of ``refs``, in order; None where a key had no traffic that day.
+
+        Hour sketches stored apart (views.rows.row_to_documents) are read only where
+        ``hour_sketches[i]`` is true (empty: nowhere); elsewhere such a document's ``h_sk`` may be
+        None.
+        """
         ...
 
     async def ranking(self, view: str, holder: int, day: str) -> list[tuple[str, int]]:

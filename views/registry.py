@@ -87,7 +87,7 @@ def pass_fingerprint() -> str:
 
     parts = [_source(shared_pass), _source(rows), repr(devices.RULES)]
     parts += [_source(getattr(shared_pass, stage)) for stage in shared_pass.STAGES]
-    parts.append(_source(rows.row_to_document))
+    parts.append(_source(rows.row_to_documents))
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 

@@ -18,6 +18,12 @@ server pays per BSON element, and the 72 elements of three 24-slot arrays were m
 FerretDB spent on a document (measured in docs/ferretdb.md). Readers go through
 :func:`decoded_hours`, which also reads the earlier layout (``h_pv``, ``h_uv``, ``h_sk`` arrays)
 that generations written before this format still hold until they are retired.
+
+A key with many visitors an hour (a whole site) has hourly sketches of kilobytes each, 100 KB a
+day, and a server reads a document whole (FerretDB parses all of its stored JSON, projection or
+not): a 30-day daily query would read 3 MB it never uses. Past :data:`INLINE_SKETCHES_MAX` bytes
+the hourly sketches therefore go to a document of their own (:func:`row_to_documents`), read only
+by queries that union hours of that day.
 """
 
 from __future__ import annotations
@@ -26,10 +32,18 @@ import struct
 from typing import Any
 
 HOURS = 24
-HOURS_FORMAT = 1
-"""The first byte of ``h``: the version of :func:`pack_hours`' layout."""
+WITH_SKETCHES = 1
+"""The first byte of a packed ``h`` holding each hour's page views, distinct visitors and sketch."""
+WITHOUT_SKETCHES = 2
+"""The first byte of a packed ``h`` holding each hour's page views and distinct visitors only: the
+sketches are in the document's companion (:func:`hour_sketches_id`)."""
+INLINE_SKETCHES_MAX = 8192
+"""Hourly sketches up to this many bytes stay in their document. A page's are a few hundred bytes
+(a handful of visitors an hour: a sketch keeps them as a list), a busy site's 24 x 4 KB; 8 KB adds
+about 0.25 ms to a document's read on FerretDB (docs/views.md#the-stored-document)."""
 _HEADER = struct.Struct("<BI")  # format, bit mask of the hours present
 _HOUR = struct.Struct("<QQI")  # page views, distinct visitors, sketch length
+_HOUR_TOTALS = struct.Struct("<QQ")  # page views, distinct visitors
 
 Hours = tuple[list[int], list[int], list[bytes | None]]
 """(page views, distinct visitors, sketch or None) per hour 0-23."""
@@ -39,9 +53,11 @@ class MalformedDocument(ValueError):
     """A stored document that does not decode: never counted, never a server error."""
 
 
-def row_to_document(row: Any) -> dict[str, Any]:
-    """A view row (Spark Row or dict) as the stored document."""
-    return {
+def row_to_documents(row: Any, inline_max: int = INLINE_SKETCHES_MAX) -> list[dict[str, Any]]:
+    """A view row (Spark Row or dict) as its stored document, followed by the document of its hour
+    sketches when they weigh more than ``inline_max`` bytes (then the first one's ``h`` holds the
+    hours' counts only)."""
+    doc = {
         "_id": document_id(row["key"], row["day"]),
         "key": row["key"],
         "day": row["day"],
@@ -50,40 +66,61 @@ def row_to_document(row: Any) -> dict[str, Any]:
         "sk": bytes(row["sk"]),
         "h": pack_hours(row["hours"]),
     }
+    if sum(len(h["sk"]) for h in row["hours"] if h["sk"] is not None) <= inline_max:
+        return [doc]
+    companion = {
+        "_id": hour_sketches_id(row["key"], row["day"]),
+        "key": row["key"],
+        "day": row["day"],
+        "hours_of": doc["_id"],
+        "h": doc["h"],
+    }
+    doc["h"] = pack_hours(row["hours"], sketches=False)
+    return [doc, companion]
 
 
-def pack_hours(hours: Any) -> bytes:
-    """The hours of a row (each with hour, pv, uv, sk) as one binary value: a version byte, a
+def pack_hours(hours: Any, sketches: bool = True) -> bytes:
+    """The hours of a row (each with hour, pv, uv, sk) as one binary value: a format byte, a
     24-bit mask of the hours present, then per hour present, in order, its page views and distinct
-    visitors (unsigned 64-bit, little-endian), its sketch's length (32-bit) and the sketch."""
+    visitors (unsigned 64-bit, little-endian) and, with ``sketches``, its sketch's length (32-bit)
+    and the sketch."""
     ordered = sorted(hours, key=lambda h: h["hour"])
     mask = 0
     parts = []
     for h in ordered:
         mask |= 1 << h["hour"]
-        sketch = bytes(h["sk"]) if h["sk"] is not None else b""
-        parts.append(_HOUR.pack(h["pv"], h["uv"], len(sketch)))
-        parts.append(sketch)
-    return _HEADER.pack(HOURS_FORMAT, mask) + b"".join(parts)
+        if sketches:
+            sketch = bytes(h["sk"]) if h["sk"] is not None else b""
+            parts.append(_HOUR.pack(h["pv"], h["uv"], len(sketch)))
+            parts.append(sketch)
+        else:
+            parts.append(_HOUR_TOTALS.pack(h["pv"], h["uv"]))
+    return _HEADER.pack(WITH_SKETCHES if sketches else WITHOUT_SKETCHES, mask) + b"".join(parts)
 
 
 def unpack_hours(packed: bytes) -> Hours:
-    """:func:`pack_hours` reversed: dense 24-slot lists; raises :class:`MalformedDocument`."""
+    """:func:`pack_hours` reversed: dense 24-slot lists (no sketches if they were left out); raises
+    :class:`MalformedDocument`."""
     pv, uv = [0] * HOURS, [0] * HOURS
     sk: list[bytes | None] = [None] * HOURS
     try:
         version, mask = _HEADER.unpack_from(packed, 0)
-        if version != HOURS_FORMAT or mask >> HOURS:
+        if version not in (WITH_SKETCHES, WITHOUT_SKETCHES) or mask >> HOURS:
             raise MalformedDocument(f"hours: format {version}, mask {mask:#x}")
         at = _HEADER.size
         for hour in range(HOURS):
-            if mask >> hour & 1:
-                pv[hour], uv[hour], length = _HOUR.unpack_from(packed, at)
-                at += _HOUR.size
-                if at + length > len(packed):
-                    raise MalformedDocument(f"hours: hour {hour}'s sketch runs past the end")
-                sk[hour] = bytes(packed[at : at + length]) if length else None
-                at += length
+            if not mask >> hour & 1:
+                continue
+            if version == WITHOUT_SKETCHES:
+                pv[hour], uv[hour] = _HOUR_TOTALS.unpack_from(packed, at)
+                at += _HOUR_TOTALS.size
+                continue
+            pv[hour], uv[hour], length = _HOUR.unpack_from(packed, at)
+            at += _HOUR.size
+            if at + length > len(packed):
+                raise MalformedDocument(f"hours: hour {hour}'s sketch runs past the end")
+            sk[hour] = bytes(packed[at : at + length]) if length else None
+            at += length
     except struct.error as exc:
         raise MalformedDocument(f"hours: {exc}") from exc
     if at != len(packed):
@@ -91,10 +128,48 @@ def unpack_hours(packed: bytes) -> Hours:
     return pv, uv, sk
 
 
-def decoded_hours(doc: dict[str, Any]) -> Hours:
-    """The 24 hours of a stored document, in either layout; raises :class:`MalformedDocument`."""
+def sketches_apart(doc: dict[str, Any]) -> bool:
+    """Whether a stored document's hour sketches are in a document of their own."""
+    h = doc.get("h")
+    return isinstance(h, bytes) and h[:1] == bytes([WITHOUT_SKETCHES])
+
+
+def is_hour_sketches(doc: dict[str, Any]) -> bool:
+    """Whether a stored document is the hour sketches of another (:func:`row_to_documents`)."""
+    return "hours_of" in doc
+
+
+def hour_sketches(
+    of: str, pv: list[int], uv: list[int], companion: dict[str, Any] | None
+) -> list[bytes | None]:
+    """The 24 hour sketches of the document ``of`` (hourly page views ``pv``, distinct visitors
+    ``uv``) from its companion; raises :class:`MalformedDocument` if the companion is missing, does
+    not decode or holds other hours than its document."""
+    if companion is None:
+        raise MalformedDocument(f"hours: the hour sketches of {of!r} are missing")
+    try:
+        packed = bytes(companion["h"])
+    except (KeyError, TypeError) as exc:
+        raise MalformedDocument(f"hour sketches of {of!r}: {exc!r}") from exc
+    own_pv, own_uv, sk = unpack_hours(packed)
+    if packed[0] != WITH_SKETCHES or (own_pv, own_uv) != (pv, uv):
+        raise MalformedDocument(f"hour sketches of {of!r}: not the hours of their document")
+    return sk
+
+
+def decoded_hours(doc: dict[str, Any], companion: dict[str, Any] | None = None) -> Hours:
+    """The 24 hours of a stored document, in any layout (the sketches from ``companion`` when they
+    are apart); raises :class:`MalformedDocument`."""
     if "h" in doc:
-        return unpack_hours(bytes(doc["h"]))
+        try:
+            pv, uv, sk = unpack_hours(bytes(doc["h"]))
+        except TypeError as exc:
+            raise MalformedDocument(f"hours: {exc!r}") from exc
+        return (
+            (pv, uv, hour_sketches(str(doc.get("_id")), pv, uv, companion))
+            if sketches_apart(doc)
+            else (pv, uv, sk)
+        )
     try:
         pv, uv, sk = doc["h_pv"], doc["h_uv"], doc["h_sk"]
         lengths_ok = len(pv) == len(uv) == len(sk) == HOURS
@@ -106,9 +181,10 @@ def decoded_hours(doc: dict[str, Any]) -> Hours:
     return hours
 
 
-def decoded(doc: dict[str, Any]) -> dict[str, Any]:
-    """A stored document with its hours as ``h_pv``, ``h_uv``, ``h_sk`` lists (diffs, tests)."""
-    h_pv, h_uv, h_sk = decoded_hours(doc)
+def decoded(doc: dict[str, Any], companion: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stored document (and its hour sketches' companion, if apart) as one document with its
+    hours as ``h_pv``, ``h_uv``, ``h_sk`` lists (diffs, tests)."""
+    h_pv, h_uv, h_sk = decoded_hours(doc, companion)
     out = {k: v for k, v in doc.items() if k not in ("h", "h_pv", "h_uv", "h_sk")}
     return {**out, "h_pv": h_pv, "h_uv": h_uv, "h_sk": h_sk}
 
@@ -116,3 +192,9 @@ def decoded(doc: dict[str, Any]) -> dict[str, Any]:
 def document_id(key: str, day: str) -> str:
     """Documents are read by _id only: the one lookup every MongoDB-protocol server serves fast."""
     return f"{day}|{key}"
+
+
+def hour_sketches_id(key: str, day: str) -> str:
+    """The _id of a document's hour sketches kept apart. The day has a fixed length, so ``#h`` in
+    its place can be no key's :func:`document_id` (a URL may well end in ``#h``)."""
+    return f"{day}#h|{key}"

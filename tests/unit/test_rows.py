@@ -1,4 +1,5 @@
-"""The stored batch document: hours packed into one binary value, read back exactly, never trusted."""
+"""The stored batch document: hours packed into one binary value, heavy hour sketches in a document
+of their own, read back exactly, never trusted."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from views.rows import (
     MalformedDocument,
     decoded,
     decoded_hours,
+    document_id,
+    hour_sketches_id,
+    is_hour_sketches,
     pack_hours,
-    row_to_document,
+    row_to_documents,
+    sketches_apart,
     unpack_hours,
 )
 
@@ -41,17 +46,50 @@ rows = st.builds(
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows)
-def test_a_document_gives_back_every_hour_of_its_row(row: dict[str, Any]) -> None:
-    doc = row_to_document(row)
-    pv, uv, sk = decoded_hours(doc)
+@given(rows, st.sampled_from([-1, 300, 8192]))
+def test_a_document_gives_back_every_hour_of_its_row(row: dict[str, Any], inline_max: int) -> None:
+    docs = row_to_documents(row, inline_max)
+    sketch_bytes = sum(len(h["sk"]) for h in row["hours"] if h["sk"] is not None)
+    assert len(docs) == (2 if sketch_bytes > inline_max else 1)
+    pv, uv, sk = decoded_hours(*docs)
     by_hour = {h["hour"]: h for h in row["hours"]}
     for hour in range(HOURS):
         h = by_hour.get(hour)
         assert pv[hour] == (h["pv"] if h else 0)
         assert uv[hour] == (h["uv"] if h else 0)
         assert sk[hour] == (h["sk"] if h else None)
-    assert set(doc) == {"_id", "key", "day", "pv", "uv", "sk", "h"}
+    assert set(docs[0]) == {"_id", "key", "day", "pv", "uv", "sk", "h"}
+    assert sketches_apart(docs[0]) == (len(docs) == 2) and not is_hour_sketches(docs[0])
+    if len(docs) == 2:
+        assert docs[1]["_id"] == hour_sketches_id(row["key"], row["day"]) != docs[0]["_id"]
+        assert docs[1]["hours_of"] == docs[0]["_id"] and is_hour_sketches(docs[1])
+        served = BatchDoc.from_document(docs[0])
+        assert served.h_sk is None and (served.h_pv, served.h_uv) == (pv, uv)
+        assert served.with_hour_sketches(docs[0]["_id"], docs[1]).h_sk == sk
+
+
+def test_hour_sketches_apart_must_be_there_and_be_their_documents() -> None:
+    hours = [{"hour": 3, "pv": 5, "uv": 2, "sk": b"s" * 50}]
+    row = {"key": "k", "day": "2026-11-24", "pv": 5, "uv": 2, "sk": b"day", "hours": hours}
+    doc, companion = row_to_documents(row, inline_max=10)
+    other = row_to_documents({**row, "hours": [{**hours[0], "pv": 6}]}, inline_max=10)[1]
+    served = BatchDoc.from_document(doc)
+    for wrong in (None, other, {**companion, "h": pack_hours(hours, sketches=False)}, {"_id": "x"}):
+        with pytest.raises(MalformedDocument):
+            decoded_hours(doc, wrong)
+        with pytest.raises(MalformedDocument):
+            served.with_hour_sketches(doc["_id"], wrong)
+    with pytest.raises(RuntimeError, match="not read"):
+        served.hours_union((3,))
+
+
+def test_a_key_ending_like_the_mark_of_hour_sketches_gets_its_own_ids() -> None:
+    ids = {
+        f(key, "2026-11-24")
+        for key in ("https://x/", "https://x/#h")
+        for f in (document_id, hour_sketches_id)
+    }
+    assert len(ids) == 4
 
 
 def test_documents_of_the_earlier_layout_still_read() -> None:
@@ -68,7 +106,7 @@ def test_documents_of_the_earlier_layout_still_read() -> None:
     }
     assert decoded_hours(old) == ([3] + [0] * 23, [2] + [0] * 23, [b"s"] + [None] * 23)
     assert decoded(old)["h_pv"] == old["h_pv"]
-    assert BatchDoc.from_document(old).h_sk[0] == b"s"
+    assert BatchDoc.from_document(old).h_sk == [b"s"] + [None] * 23
 
 
 @settings(max_examples=300, deadline=None)
@@ -76,9 +114,9 @@ def test_documents_of_the_earlier_layout_still_read() -> None:
 def test_a_damaged_value_is_refused_never_misread(row: dict[str, Any], data: st.DataObject) -> None:
     """Cut or extended anywhere, the packed hours either fail to decode or decode to what was
     packed (a cut inside a sketch can never shift the hours that follow)."""
-    packed = pack_hours(row["hours"])
+    packed = pack_hours(row["hours"], sketches=data.draw(st.booleans()))
     cut = data.draw(st.integers(0, len(packed) - 1))
-    for damaged in (packed[:cut], packed + b"\0", b"\x02" + packed[1:]):
+    for damaged in (packed[:cut], packed + b"\0", b"\x03" + packed[1:]):
         with pytest.raises(MalformedDocument):
             unpack_hours(damaged)
 
