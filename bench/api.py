@@ -15,8 +15,10 @@ documents not yet in the API's cache; on FerretDB each read scans its collection
 load. Targets: >= 1,500 requests/s and p99 <= 20 ms per query type.
 
 Then, with the worker warm, the first query of keys it has not read yet (:func:`_uncached_keys`):
-the 7-day hourly pageviews of :data:`UNCACHED_KEYS` other URLs, and the 30-day daily pageviews of
-the other sites, each asked once: what a user's first look at a key costs. Target: <= 50 ms.
+the 7-day hourly pageviews of :data:`UNCACHED_KEYS` other URLs, the 30-day daily pageviews of the
+other sites, each asked once, and the 7-day hourly unique visitors of the loaded site, whose hour
+sketches (stored apart from its day documents) no query has read yet: what a user's first look at
+a key costs. Target: <= 50 ms.
 """
 
 from __future__ import annotations
@@ -84,41 +86,58 @@ def _uncached_keys(
 ) -> dict[str, Any]:
     """The first query of keys the worker has not read: the 7-day hourly pageviews of
     :data:`UNCACHED_KEYS` URLs of ``day`` (the first in the page view's collection, except those in
-    ``seen``), and the 30-day daily pageviews of every other site, each asked once."""
+    ``seen``) and the 30-day daily pageviews of every other site, each asked once; then the 7-day
+    hourly unique visitors of :data:`SITE`, the first query to read its hour sketches."""
     holder = {view: gen.day_map[view][day] for view in ("page", "site")}
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
     try:
         db = client[settings.mongo_db]
         urls = [
             d["key"]
-            for d in db[collection_name("page", holder["page"])].find({"day": day}, {"key": 1})
-            if "key" in d and d["key"] not in seen
+            for d in db[collection_name("page", holder["page"])].find({"day": day}, KEYS_OF_DOCUMENTS)
+            if _is_key_document(d) and d["key"] not in seen
         ][:UNCACHED_KEYS]
         sites = [
             d["key"]
-            for d in db[collection_name("site", holder["site"])].find({"day": day}, {"key": 1})
-            if "key" in d and d["key"] != SITE
+            for d in db[collection_name("site", holder["site"])].find({"day": day}, KEYS_OF_DOCUMENTS)
+            if _is_key_document(d) and d["key"] != SITE
         ]
     finally:
         client.close()
     end = datetime.fromisoformat(day).replace(tzinfo=UTC) + timedelta(days=1)
     month = {"from": (end - timedelta(days=30)).isoformat(), "to": end.isoformat()}
 
-    def first_ms(http: httpx.Client, **params: str) -> float:
+    def first_ms(http: httpx.Client, path: str, **params: str) -> float:
         t0 = time.perf_counter()
-        http.get(f"http://127.0.0.1:{port}/v1/pageviews?{urlencode(params)}").raise_for_status()
+        http.get(f"http://127.0.0.1:{port}{path}?{urlencode(params)}").raise_for_status()
         return (time.perf_counter() - t0) * 1000
 
     with httpx.Client(timeout=600) as http:
-        url_ms = sorted(first_ms(http, url=u, granularity="hour", **window) for u in urls)
-        site_ms = {site: round(first_ms(http, site=site, granularity="day", **month), 1) for site in sites}
+        url_ms = sorted(first_ms(http, "/v1/pageviews", url=u, granularity="hour", **window) for u in urls)
+        site_ms = {
+            site: round(first_ms(http, "/v1/pageviews", site=site, granularity="day", **month), 1)
+            for site in sites
+        }
+        # The one query kind that reads a site's hour sketches, stored apart from its day
+        # documents (views.rows); the load's site has its day documents cached, not those.
+        hour_sketches_ms = round(
+            first_ms(http, "/v1/unique-visitors", site=SITE, granularity="hour", **window), 1
+        )
     return {
         "pageviews_7d_hourly_url": {**percentiles(url_ms), "max_ms": round(url_ms[-1], 2)},
         "pageviews_30d_daily_site_ms": site_ms,
+        "unique_visitors_7d_hourly_site_hour_sketches_ms": hour_sketches_ms,
         "target_ms": TARGET_FIRST_QUERY_MS,
-        "met_target": url_ms[-1] <= TARGET_FIRST_QUERY_MS
-        and all(ms <= TARGET_FIRST_QUERY_MS for ms in site_ms.values()),
+        "met_target": max(url_ms[-1], hour_sketches_ms, *site_ms.values()) <= TARGET_FIRST_QUERY_MS,
     }
+
+
+KEYS_OF_DOCUMENTS = {"key": 1, "hours_of": 1}
+
+
+def _is_key_document(doc: dict[str, Any]) -> bool:
+    """A (key, day) document: neither a ranking nor hour sketches stored apart (views.rows)."""
+    return "key" in doc and "hours_of" not in doc
 
 
 def _ensure_data(settings: Settings, console: Console, events: int) -> tuple[Generation, str]:
@@ -293,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         f"first query of a key not yet read: 7-day hourly pageviews of {first['n']} URLs p50 "
         f"{first['p50_ms']} ms, p95 {first['p95_ms']} ms, max {first['max_ms']} ms; 30-day daily "
-        f"pageviews of the other sites {uncached['pageviews_30d_daily_site_ms']} ms "
+        f"pageviews of the other sites {uncached['pageviews_30d_daily_site_ms']} ms; 7-day hourly unique "
+        f"visitors of {SITE}, its hour sketches read for the first time: "
+        f"{uncached['unique_visitors_7d_hourly_site_hour_sketches_ms']} ms "
         f"(target <= {TARGET_FIRST_QUERY_MS:.0f} ms: {'met' if uncached['met_target'] else 'not met'})"
     )
     path = write_result(

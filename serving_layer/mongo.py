@@ -5,8 +5,10 @@ to serve from an index (on the local FerretDB only thanks to the issue 4646 work
 stack/ferretdb_workaround.py: without it every read scanned its collection, 2-3 s each).
 
 Everything read is cached in process: generations once published and batch documents never change
-(see serving_layer.cache). A cold document costs one indexed read (~3 ms p50 on the local FerretDB,
-bench/store.py); a cached one a dictionary lookup, and it spares the server the work.
+(see serving_layer.cache). A cold document costs one indexed read (0.7 ms p50 for a page's on the
+local FerretDB, bench/store.py); a cached one a dictionary lookup, and it spares the server the
+work. Hour sketches stored apart (views.rows.row_to_documents) cost a second read, made only for a
+query that unions hours of that day; the document is then cached whole.
 
 Misses are fetched concurrently, at most ``max_concurrent`` at a time, and once per document even
 when many queries miss it together (single flight). Neither hides slow reads any more: the limit
