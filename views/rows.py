@@ -68,13 +68,9 @@ def row_to_documents(row: Any, inline_max: int = INLINE_SKETCHES_MAX) -> list[di
     }
     if sum(len(h["sk"]) for h in row["hours"] if h["sk"] is not None) <= inline_max:
         return [doc]
-    companion = {
-        "_id": hour_sketches_id(row["key"], row["day"]),
-        "key": row["key"],
-        "day": row["day"],
-        "hours_of": doc["_id"],
-        "h": doc["h"],
-    }
+    # The companion keeps ``key`` and ``day`` (a scan by day finds it) and the hours in format 1.
+    companion = {"_id": hour_sketches_id(row["key"], row["day"]), "hours_of": doc["_id"]}
+    companion.update((field, doc[field]) for field in ("key", "day", "h"))
     doc["h"] = pack_hours(row["hours"], sketches=False)
     return [doc, companion]
 
