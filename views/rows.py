@@ -38,9 +38,9 @@ WITHOUT_SKETCHES = 2
 """The first byte of a packed ``h`` holding each hour's page views and distinct visitors only: the
 sketches are in the document's companion (:func:`hour_sketches_id`)."""
 INLINE_SKETCHES_MAX = 8192
-"""Hourly sketches up to this many bytes stay in their document. A page's are a few hundred bytes
-(a handful of visitors an hour: a sketch keeps them as a list), a busy site's 24 x 4 KB; 8 KB adds
-about 0.25 ms to a document's read on FerretDB (docs/views.md#the-stored-document)."""
+"""Hourly sketches up to this many bytes stay in their document. Most pages' are a few hundred
+bytes (a handful of visitors an hour: a sketch keeps them as a list), a busy site's 24 x 4 KB; 8 KB
+adds about 0.25 ms to a document's read on FerretDB (docs/views.md#the-stored-document)."""
 _HEADER = struct.Struct("<BI")  # format, bit mask of the hours present
 _HOUR = struct.Struct("<QQI")  # page views, distinct visitors, sketch length
 _HOUR_TOTALS = struct.Struct("<QQ")  # page views, distinct visitors
