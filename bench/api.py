@@ -40,7 +40,7 @@ from redis.typing import EncodableT, FieldT
 from rich.console import Console
 from rich.table import Table
 
-from batch_layer.store import collection_name, rank_document_id
+from batch_layer.store import collection_name, is_rank_document, rank_document_id
 from bench.batch import bench_settings, ensure_loaded
 from bench.common import percentiles, running_stack, start_api, write_result
 from bench.vegeta import ClosedLoop, installed
@@ -48,6 +48,7 @@ from config.settings import Settings, get_settings
 from generations import keys
 from generations.registry import Generation, GenerationRegistry
 from ingest.topics import ensure_topics
+from views.rows import is_hour_sketches
 
 TARGET_RPS = 1500
 TARGET_P99_MS = 20.0
@@ -133,11 +134,11 @@ def _uncached_keys(
 
 
 KEYS_OF_DOCUMENTS = {"key": 1, "hours_of": 1}
+"""The fields that tell a (key, day) document from a ranking and from hour sketches stored apart."""
 
 
 def _is_key_document(doc: dict[str, Any]) -> bool:
-    """A (key, day) document: neither a ranking nor hour sketches stored apart (views.rows)."""
-    return "key" in doc and "hours_of" not in doc
+    return not is_rank_document(doc) and not is_hour_sketches(doc)
 
 
 def _ensure_data(settings: Settings, console: Console, events: int) -> tuple[Generation, str]:

@@ -112,29 +112,33 @@ def ensure_loaded(settings: Settings, job: Any, console: Console, events: int) -
     return int(loaded)
 
 
-def _load_days() -> set[str]:
+def _yesterday() -> str:
+    """The load's last day when it is made today (it ends when today began)."""
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return {(midnight - timedelta(days=d)).date().isoformat() for d in range(1, LOAD_DAYS + 1)}
+    return (midnight - timedelta(days=1)).date().isoformat()
 
 
 def _not_the_load(settings: Settings, job: Any, events: int) -> str | None:
     """Why the master dataset is not exactly a load of about ``events`` made today (None if it
-    is): only the load's days, and nothing in the log that it has not absorbed. The incremental
+    is): it ends yesterday (its late events may reach a day before its first, up to 6 hours), and
+    nothing in the log is left that it has not absorbed. The incremental
     runs add to today, so a second bench on the same day would otherwise recompute a today holding
     every earlier run's events (1.3M after a few runs instead of 200K), and a full recompute would
     absorb what an earlier bench produced and never absorbed."""
+    from batch_layer.master import segments_end
     from ingest.topics import log_end_offsets
 
     segments = job.master.segments()
-    extra_days = {d for s in segments for d in s.days} - _load_days()
-    absorbed: dict[int, int] = {}
-    for segment in segments:
-        for partition, (_, end) in segment.ranges.items():
-            absorbed[partition] = max(absorbed.get(partition, 0), end)
+    days = {d for s in segments for d in s.days}
+    yesterday = _yesterday()
+    newer = sorted(d for d in days if d > yesterday)
+    absorbed = segments_end(segments)
     pending = sum(max(0, end - absorbed.get(p, 0)) for p, end in log_end_offsets(settings).items())
     loaded = sum(s.events for s in segments)
-    if extra_days:
-        return f"it holds days outside the load's: {', '.join(sorted(extra_days))}"
+    if newer:
+        return f"it holds days after the load's: {', '.join(newer)}"
+    if yesterday not in days:
+        return f"it was loaded on another day (its last day is {max(days, default='none')})"
     if pending:
         return f"the log holds {pending:,} records it has not absorbed"
     if not events * 0.95 <= loaded <= events:

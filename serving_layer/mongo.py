@@ -164,11 +164,12 @@ class MongoBatchReader:
     async def _load_hour_sketches(self, view: str, ref: DocRef, doc: BatchDoc) -> BatchDoc:
         """``doc`` with its hour sketches, read from their own document (views.rows)."""
         holder, key, day = ref
-        raw = await self._read(view, holder, hour_sketches_id(key, day))
+        ident = hour_sketches_id(key, day)
+        raw = await self._read(view, holder, ident)
         try:
             full = doc.with_hour_sketches(document_id(key, day), raw)
         except MalformedDocument as exc:
-            raise _malformed(view, holder, hour_sketches_id(key, day), exc) from exc
+            raise _malformed(view, holder, ident, exc) from exc
         self.documents_cache.put((view, *ref), full, full.size)
         return full
 
