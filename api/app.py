@@ -34,8 +34,8 @@ from serving_layer import (
     QueryEngine,
 )
 from serving_layer.model import NotReady
-from serving_layer.mongo import MongoBatchReader
-from serving_layer.redis_realtime import RedisRealtimeReader, connect
+from stores.mongo.reader import MongoBatchReader
+from stores.redis.reader import RedisRealtimeReader, connect
 
 log = logging.getLogger(__name__)
 

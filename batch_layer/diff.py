@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from batch_layer.store import BatchViewStore
 from generations.registry import Generation
+from stores.mongo.writer import MongoBatchWriter
 
 COMPARED = ("pv", "uv", "h_pv", "h_uv")
 """Exact values; sketches are compared through these (their bytes depend on insertion order)."""
@@ -24,7 +24,7 @@ class ViewDiff:
 
 
 def diff_generations(
-    store: BatchViewStore, a: Generation, b: Generation, sample_size: int = 5
+    store: MongoBatchWriter, a: Generation, b: Generation, sample_size: int = 5
 ) -> list[ViewDiff]:
     """Every view either generation has, compared document by document as each one serves it."""
     return [

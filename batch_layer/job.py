@@ -27,15 +27,16 @@ from pymongo import MongoClient
 
 from batch_layer import faults
 from batch_layer.master import MasterDataset, Segment
-from batch_layer.store import BatchViewStore, collection_name
 from config.settings import Settings
 from config.spark import SparkProgress, spark_session
 from contract import utc
 from generations import retention
-from generations.realtime import drop_generations, realtime_generations
 from generations.registry import Generation, GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
+from stores.mongo.codec import collection_name
+from stores.mongo.writer import MongoBatchWriter
+from stores.redis.teardown import drop_generations, realtime_generations
 from views import all_views, compute, describe, fingerprint, input_columns
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class RunSummary:
     documents_written: dict[str, int] = field(default_factory=dict)
     """Per view, its (key, day) documents."""
     hour_sketch_documents: int = 0
-    """Documents of hour sketches stored apart from their (key, day) document (views.rows)."""
+    """Documents of hour sketches stored apart from their (key, day) document (stores.mongo.codec)."""
     insert_seconds: float = 0.0
     """From the first document insert's start to the last one's end: the write rate's time."""
     seconds: dict[str, float] = field(default_factory=dict)
@@ -118,7 +119,7 @@ class BatchJob:
         self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
         self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
         self.master = MasterDataset(settings, self.db)
-        self.store = BatchViewStore(self.db, settings.mongo_url)
+        self.store = MongoBatchWriter(self.db, settings.mongo_url)
 
     def close(self) -> None:
         self.mongo.close()

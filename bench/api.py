@@ -40,15 +40,14 @@ from redis.typing import EncodableT, FieldT
 from rich.console import Console
 from rich.table import Table
 
-from batch_layer.store import collection_name, is_rank_document, rank_document_id
 from bench.batch import bench_settings, ensure_loaded
 from bench.common import percentiles, running_stack, start_api, write_result
 from bench.vegeta import ClosedLoop, installed
 from config.settings import Settings, get_settings
-from generations import keys
 from generations.registry import Generation, GenerationRegistry
 from ingest.topics import ensure_topics
-from views.rows import is_hour_sketches
+from stores.mongo.codec import collection_name, is_hour_sketches, is_rank_document, rank_document_id
+from stores.redis import keys
 
 TARGET_RPS = 1500
 TARGET_P99_MS = 20.0
@@ -120,7 +119,7 @@ def _uncached_keys(
             for site in sites
         }
         # The one query kind that reads a site's hour sketches, stored apart from its day
-        # documents (views.rows); the load's site has its day documents cached, not those.
+        # documents (stores.mongo.codec); the load's site has its day documents cached, not those.
         hour_sketches_ms = round(
             first_ms(http, "/v1/unique-visitors", site=SITE, granularity="hour", **window), 1
         )

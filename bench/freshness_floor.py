@@ -26,7 +26,7 @@ import redis
 from config.settings import get_settings
 from config.spark import spark_session
 from contract.spark_schema import event_schema
-from generations import keys
+from stores.redis import keys
 from views import Dimension, get_view
 
 if TYPE_CHECKING:

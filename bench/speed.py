@@ -46,11 +46,11 @@ from bench.common import produce_generated, running_stack, start_api, write_resu
 from config.settings import Settings, get_settings
 from contract import PageView
 from contract.codec import bounds_from
-from generations import keys
 from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import ingest, paced
 from ingest.producer import EventProducer
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
+from stores.redis import keys
 
 TARGET_RATIO_TO_FLOOR = 0.9
 TARGET_FRESHNESS_RATIO = 1.2

@@ -176,7 +176,7 @@ class Settings(BaseSettings):
     )
     api_mongo_timeout_ms: int = Field(2000, ge=1, description="MongoDB server selection / connect timeout.")
     api_mongo_read_timeout_s: float = Field(
-        60.0, gt=0, description="Longest wait for one batch document (see serving_layer.mongo)."
+        60.0, gt=0, description="Longest wait for one batch document (see stores.mongo.reader)."
     )
     api_mongo_concurrency: int = Field(4, ge=1, description="Batch documents read from MongoDB at once.")
     api_redis_timeout_ms: int = Field(500, ge=1, description="Redis connect and read timeout.")

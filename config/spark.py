@@ -43,7 +43,16 @@ def session_jars(settings: Settings) -> list[str]:
 
 # The packages executors import (the code of the functions Spark ships to Python workers). The
 # serving layer and the API never run on executors.
-EXECUTOR_PACKAGES = ("config", "contract", "ingest", "views", "generations", "batch_layer", "speed_layer")
+EXECUTOR_PACKAGES = (
+    "config",
+    "contract",
+    "ingest",
+    "views",
+    "generations",
+    "stores",
+    "batch_layer",
+    "speed_layer",
+)
 
 
 def project_zip(settings: Settings) -> Path:

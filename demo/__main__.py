@@ -19,8 +19,8 @@ import redis
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from config.settings import get_settings
-from generations import keys
 from ingest.topics import log_end_offsets
+from stores.redis import keys
 
 
 def _wait(what: str, ready: Callable[[], bool], timeout: float = 180.0) -> None:

@@ -34,9 +34,10 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from contract import utc
-from generations import keys, retention
-from generations.keys import Offsets
+from generations import retention
+from generations.model import Offsets
 from generations.state import IN_PROGRESS, GenerationState
+from stores.redis import keys
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Every query follows the same steps:
 
 1. One Redis transaction returns the served generation ``g``, the speed layer's commit and the
-   realtime values of ``g`` the query needs (serving_layer.redis_realtime). That fixes the answer's
+   realtime values of ``g`` the query needs (stores.redis.reader). That fixes the answer's
    generation once: everything below comes from ``g``.
 2. Batch values come from ``g``'s batch documents: for each day, the collection that
    ``g.day_map[view][day]`` names. They are immutable, so reading them after the transaction is
@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from generations.keys import PV, SKETCH, hour_field, view_mark
 from serving_layer.consistency import pending
 from serving_layer.model import (
     BatchDoc,
@@ -44,7 +43,6 @@ from serving_layer.model import (
     RealtimeUnavailable,
     SpeedCommit,
 )
-from serving_layer.readers import BatchReader, DocRef, RealtimeReader
 from serving_layer.tiling import (
     DAY,
     Granularity,
@@ -55,6 +53,7 @@ from serving_layer.tiling import (
     is_hour_aligned,
     tile,
 )
+from stores.base import PV, SKETCH, BatchReader, DocRef, RealtimeReader, hour_field, view_mark
 from views import all_views, describe, get_view, sketches
 from views.scopes import scope_of
 

@@ -10,79 +10,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-# The generation protocol's own records, re-exported for the readers.
-from generations.keys import Offsets as Offsets
-from generations.keys import Served as Served
-from generations.keys import SpeedCommit as SpeedCommit
-from views import rows, sketches
-
-
-@dataclass(frozen=True, slots=True)
-class BatchDoc:
-    """One batch-view document (batch_layer.store): a key's day and its 24 hours.
-
-    ``h_sk`` is None while hour sketches stored apart (views.rows.row_to_documents) have not been
-    read: only queries that union hours of the day read them (:meth:`with_hour_sketches`).
-    """
-
-    pv: int
-    uv: int
-    sk: bytes | None
-    h_pv: list[int]
-    h_uv: list[int]
-    h_sk: list[bytes | None] | None
-    _unions: dict[tuple[int, ...], bytes | None] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
-    """Memo of :meth:`hours_union` (the document is immutable, so are its unions)."""
-
-    def hours_union(self, hours: tuple[int, ...]) -> bytes | None:
-        """The union of some hours' sketches, serialised; computed once per document and hours."""
-        if self.h_sk is None:
-            raise RuntimeError("hour sketches stored apart were not read for this query")
-        if hours not in self._unions:
-            h_sk = self.h_sk
-            self._unions[hours] = sketches.union_bytes(h_sk[h] for h in hours)
-        return self._unions[hours]
-
-    @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> BatchDoc:
-        """The stored document (views.rows, any layout; hour sketches stored apart not yet read);
-        raises :class:`~views.rows.MalformedDocument` for one that does not decode."""
-        h_sk: list[bytes | None] | None
-        if rows.sketches_apart(doc):
-            h_pv, h_uv, _ = rows.unpack_hours(doc["h"])
-            h_sk = None
-        else:
-            h_pv, h_uv, h_sk = rows.decoded_hours(doc)
-        try:
-            sk = doc.get("sk")
-            return cls(
-                pv=int(doc["pv"]),
-                uv=int(doc["uv"]),
-                sk=None if sk is None else bytes(sk),
-                h_pv=h_pv,
-                h_uv=h_uv,
-                h_sk=h_sk,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise rows.MalformedDocument(f"day totals: {exc!r}") from exc
-
-    @property
-    def sketches_apart(self) -> bool:
-        """Whether the hour sketches are stored apart and not read yet."""
-        return self.h_sk is None
-
-    def with_hour_sketches(self, of: str, companion: dict[str, Any] | None) -> BatchDoc:
-        """This document with its hour sketches read from their own document, ``companion``
-        (raises :class:`~views.rows.MalformedDocument` when it is missing or not this one's)."""
-        h_sk = rows.hour_sketches(of, self.h_pv, self.h_uv, companion)
-        return BatchDoc(self.pv, self.uv, self.sk, self.h_pv, self.h_uv, h_sk)
-
-    @property
-    def size(self) -> int:
-        """Approximate bytes held in memory, for the cache's budget."""
-        return 600 + len(self.sk or b"") + sum(len(s) for s in self.h_sk or () if s)
+# The generation protocol's own records and the batch document, re-exported for the engine.
+from generations.model import Offsets as Offsets
+from generations.model import Served as Served
+from generations.model import SpeedCommit as SpeedCommit
+from stores.base import BatchDoc as BatchDoc
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ JOB = "speed"
 def status(settings: Settings) -> None:
     import redis
 
-    from generations import keys
     from speed_layer.progress import stats_line
+    from stores.redis import keys
 
     pid = jobs.running_pid(settings, JOB)
     print(f"background job: {'running, pid ' + str(pid) if pid else 'not running'}")

@@ -36,11 +36,11 @@ from tenacity import (
     wait_fixed,
 )
 
-from generations import keys
-from generations.keys import Offsets
+from generations.model import Offsets
 from generations.registry import GenerationRegistry
 from speed_layer.progress import BatchReport, stats_record
-from speed_layer.sink import RealtimeSink
+from stores.redis import keys
+from stores.redis.sink import RedisRealtimeSink
 
 log = logging.getLogger(__name__)
 
@@ -148,10 +148,10 @@ class Committer:
                 pending.computed_for = active
                 report.phases["views"] = time.monotonic() - t0
             t0 = time.monotonic()
-            sink = RealtimeSink(self.ttl_s)
+            sink = RedisRealtimeSink(self.redis, self.ttl_s)
             for row in pending.rows:
                 sink.add(row["gen"], row["view"], row)
-            sink.read_sketches(self.redis)
+            sink.prepare()
             previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
             counted = {g: self._counted_views(pipe, g) for g in active}
             pipe.multi()

@@ -37,14 +37,14 @@ from config.settings import Settings
 from config.spark import hadoop_path, spark_session
 from contract.codec import reason_field
 from contract.spark_schema import INVALID_COLUMN
-from generations import keys
-from generations.keys import Offsets
+from generations.model import Offsets
 from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets
 from speed_layer.commit import Committer, already_committed, redis_call
 from speed_layer.progress import BatchReport, lag_of
 from speed_layer.stream import at_or_past, start_query, starting_offsets
+from stores.redis import keys
 from views import all_views, compute, fingerprint, input_columns
 
 if TYPE_CHECKING:

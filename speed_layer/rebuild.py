@@ -13,9 +13,9 @@ import logging
 
 from config.settings import Settings
 from config.spark import hadoop_path
-from generations import keys
-from generations.realtime import drop_generations, realtime_generations
 from speed_layer.job import SpeedJob
+from stores.redis import keys
+from stores.redis.teardown import drop_generations, realtime_generations
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from config.settings import Settings
 from contract.codec import bounds_from
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
-from generations.keys import Offsets
+from generations.model import Offsets
 from generations.registry import GenerationRegistry
 from ingest.topics import offsets_for_time
 

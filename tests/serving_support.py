@@ -2,10 +2,10 @@
 computed the oracle's way (tests.oracle), in the stored shapes the serving layer reads.
 
 :func:`generation_views` computes a served generation's views once; each backend of the serving
-suite (tests.serving_suite) writes them: :class:`MemoryBackend` here, into serving_layer.memory's
+suite (tests.serving_suite) writes them: :class:`MemoryBackend` here, into stores.memory's
 readers, and tests.integration.serving_fixtures' StoreBackend into MongoDB and Redis.
 :func:`commit_realtime` is a stand-in for one speed-layer micro-batch (same Redis layout,
-generations.keys), for tests that need commits to move while queries run.
+stores.redis.keys), for tests that need commits to move while queries run.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import redis
 from datasketches import hll_sketch, tgt_hll_type
 
 from contract import PageView
-from generations import keys
 from serving_layer import QueryEngine
-from serving_layer.memory import MemoryBatchReader, MemoryRealtimeReader
 from serving_layer.model import BatchDoc, GenerationInfo, Served, SpeedCommit
-from serving_layer.readers import BatchReader, RealtimeReader
+from stores.base import BatchReader, RealtimeReader
+from stores.memory import MemoryBatchStore, MemoryRealtimeStore
+from stores.redis import keys
 from tests.oracle import DIMENSION_KEYS, Bucket, dedup, recount
 
 LG_K = 12
@@ -209,11 +209,11 @@ class ServingBackend(ABC):
 
 @dataclass
 class MemoryBackend(ServingBackend):
-    """The serving suite's backend in memory (serving_layer.memory): no services, so the property
+    """The serving suite's backend in memory (stores.memory): no services, so the property
     tests can try hundreds of logs and cuts."""
 
-    batch: MemoryBatchReader = field(default_factory=MemoryBatchReader)
-    realtime: MemoryRealtimeReader = field(default_factory=MemoryRealtimeReader)
+    batch: MemoryBatchStore = field(default_factory=MemoryBatchStore)
+    realtime: MemoryRealtimeStore = field(default_factory=MemoryRealtimeStore)
 
     def load(self, cut: dict[int, int], logged: Sequence[Logged]) -> int:
         gen = max(self.batch.generations, default=0) + 1

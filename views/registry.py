@@ -82,12 +82,15 @@ def _source(obj: types.ModuleType | Callable[..., object]) -> str:
 
 def pass_fingerprint() -> str:
     """Hash of the code every view's stored values depend on: the shared pass as it is now (the
-    live stage functions, so a patched stage shows too), the device rules and the row format."""
+    live stage functions, so a patched stage shows too), the device rules, the row format and the
+    stored document's layout (stores.mongo.codec: a layout a reader no longer decodes must not be
+    served)."""
+    from stores.mongo import codec
     from views import devices, rows, shared_pass
 
     parts = [_source(shared_pass), _source(rows), repr(devices.RULES)]
     parts += [_source(getattr(shared_pass, stage)) for stage in shared_pass.STAGES]
-    parts.append(_source(rows.row_to_documents))
+    parts.append(_source(codec))
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 

@@ -17,16 +17,16 @@ from datasketches import hll_sketch
 from pymongo import MongoClient
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from batch_layer.store import BatchViewStore
 from config.settings import Settings
 from contract import PageView
 from contract.codec import bounds_from
-from generations.keys import Offsets
+from generations.model import Offsets
 from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import RawRecord, ingest
 from ingest.producer import EventProducer
 from ingest.testing import InMemorySink
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
+from stores.mongo.writer import MongoBatchWriter
 from tests.oracle import Recount
 
 
@@ -146,7 +146,7 @@ def served_documents(settings: Settings) -> dict[str, dict[tuple[str, str], dict
         r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
         served = GenerationRegistry(db, r, lambda: {}).served()
         assert served is not None, "no generation is served"
-        store = BatchViewStore(db, settings.mongo_url)
+        store = MongoBatchWriter(db, settings.mongo_url)
         return {
             view: {(d["key"], d["day"]): d for d in store.read_all(view, days)}
             for view, days in served.day_map.items()
@@ -186,7 +186,7 @@ def assert_sketch_covers(raw: bytes, exact: int) -> None:
 
 def realtime_documents(settings: Settings, gen: int) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
     """view -> (key, day) -> {pv, h_pv, sk, h_sk} of one generation's realtime hashes."""
-    from generations import keys
+    from stores.redis import keys
 
     r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
     out: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
@@ -228,7 +228,7 @@ def assert_realtime_matches(
 def assert_merged_matches(settings: Settings, expected: Recount) -> None:
     """The served generation's batch views plus its realtime views equal the recount of every event:
     counts exactly, the union of the two sketches within its bounds."""
-    from generations import keys
+    from stores.redis import keys
     from views.sketches import union_bytes
 
     r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)

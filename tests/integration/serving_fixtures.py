@@ -26,21 +26,27 @@ import redis
 from pymongo import AsyncMongoClient, MongoClient
 
 from batch_layer.job import BatchJob
-from batch_layer.store import collection_name, rank_document_id, rank_documents, ranking_from_chunks
 from config.settings import Settings
 from contract import TimeBounds, decode
-from generations import keys
 from generations.registry import Generation, GenerationRegistry
 from ingest.topics import log_end_offsets
 from serving_layer.model import BatchDoc, SpeedCommit
-from serving_layer.mongo import MongoBatchReader
-from serving_layer.readers import BatchReader, RealtimeReader
-from serving_layer.redis_realtime import RedisRealtimeReader, connect
 from speed_layer.job import SpeedJob
+from stores.base import BatchReader, RealtimeReader
+from stores.mongo.codec import (
+    INLINE_SKETCHES_MAX,
+    collection_name,
+    rank_document_id,
+    rank_documents,
+    ranking_from_chunks,
+    row_to_documents,
+)
+from stores.mongo.reader import MongoBatchReader
+from stores.redis import keys
+from stores.redis.reader import RedisRealtimeReader, connect
 from tests.integration.conftest import isolated_platform, produce, traffic
 from tests.integration.test_ingest_kafka import consume_all
 from tests.serving_support import GenerationViews, Logged, ServingBackend, generation_views
-from views.rows import INLINE_SKETCHES_MAX, row_to_documents
 
 WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))
 
@@ -142,7 +148,7 @@ async def store_readers(
 
 
 def stored_documents(key: str, day: str, doc: BatchDoc) -> list[dict[str, Any]]:
-    """A batch document as the batch layer stores it (views.rows.row_to_documents of its row).
+    """A batch document as the batch layer stores it (stores.mongo.codec.row_to_documents of its row).
 
     The suite's sketches are small (a few dozen visitors), so the keys of odd length keep their
     hour sketches apart whatever their size: every case reads both layouts on the real store.

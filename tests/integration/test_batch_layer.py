@@ -47,7 +47,7 @@ def test_batch_views_match_the_oracle_and_incremental_equals_full(platform: Sett
     events = produce(platform, traffic(seed=1, total=20_000))
     first = job.run()
     assert first.gen == 1 and first.events_absorbed == len(events)
-    # The sites' hours hold over 8 KB of sketches: kept apart (views.rows), and read back below.
+    # The sites' hours hold over 8 KB of sketches: kept apart (stores.mongo.codec), and read back below.
     assert first.hour_sketch_documents > 0
     assert_matches_oracle(served_documents(platform), recount(events))
 

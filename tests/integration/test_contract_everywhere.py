@@ -23,10 +23,10 @@ from config.settings import Settings
 from contract import ContractError, decode, normalize_url
 from contract.codec import reason_field
 from contract.events import MAX_ID_LENGTH, MAX_URL_LENGTH
-from generations import keys
 from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
 from speed_layer.job import SpeedJob
+from stores.redis import keys
 from tests.integration.conftest import (
     assert_matches_oracle,
     assert_merged_matches,

@@ -1,4 +1,4 @@
-"""FerretDB issue 4646 workaround (stack.ferretdb_workaround): reads by _id must not scan.
+"""FerretDB issue 4646 workaround (stores.mongo.ferretdb): reads by _id must not scan.
 
 These tests run their own FerretDB (no Kafka, no Redis) on a free port under a temporary
 directory, so they can fill a collection through SQLite directly (60,000 documents in seconds
@@ -21,7 +21,7 @@ from pymongo.database import Database
 
 from config.settings import Settings, get_settings
 from stack import control
-from stack.ferretdb_workaround import (
+from stores.mongo.ferretdb import (
     ensure_id_indexes,
     index_name,
     is_ferretdb,

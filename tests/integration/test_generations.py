@@ -17,10 +17,10 @@ from pymongo.database import Database
 
 from config.settings import Settings
 from contract import utc
-from generations import keys
-from generations.keys import Offsets
+from generations.model import Offsets
 from generations.registry import GenerationError, GenerationRegistry
 from generations.state import GenerationState as S
+from stores.redis import keys
 from tests.integration.conftest import LogEnd, empty_redis_db
 
 REDIS_DB = 9

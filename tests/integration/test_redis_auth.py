@@ -16,9 +16,9 @@ import pytest
 import redis
 
 from config.settings import Settings
-from generations import keys
 from serving_layer.model import RealtimeUnavailable
-from serving_layer.redis_realtime import RedisRealtimeReader, connect
+from stores.redis import keys
+from stores.redis.reader import RedisRealtimeReader, connect
 
 PASSWORD = "s3cret-for-tests"
 

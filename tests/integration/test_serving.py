@@ -19,11 +19,11 @@ from pymongo import MongoClient
 
 from api.app import create_app
 from batch_layer.job import BatchJob
-from batch_layer.store import BatchViewStore
 from config.settings import Settings
 from serving_layer import Granularity, QueryEngine, SeriesQuery, TopQuery
 from serving_layer.tiling import HOUR
 from speed_layer.job import SpeedJob
+from stores.mongo.writer import MongoBatchWriter
 from tests.integration.conftest import produce
 from tests.integration.serving_fixtures import (
     Served,
@@ -119,7 +119,7 @@ def test_before_the_first_batch_run_the_realtime_views_of_generation_0_answer(
 def test_the_batch_layer_writes_a_ranking_per_day(served: Served) -> None:
     client: MongoClient[dict[str, Any]] = MongoClient(served.settings.mongo_url)
     try:
-        store = BatchViewStore(client[served.settings.mongo_db], served.settings.mongo_url)
+        store = MongoBatchWriter(client[served.settings.mongo_db], served.settings.mongo_url)
         expected = recount(served.below_cut)["page"]
         for day, holder in served.generation.day_map["page"].items():
             ranking = store.read_ranking("page", holder, day)

@@ -21,11 +21,11 @@ from datasketches import hll_sketch
 from pymongo import MongoClient
 
 from config.settings import Settings
-from generations import keys
-from generations.keys import Offsets, SpeedCommit
+from generations.model import Offsets, SpeedCommit
 from generations.registry import Generation, GenerationRegistry
 from speed_layer.commit import Committer, RealtimeStateLost, already_committed
 from speed_layer.progress import BatchReport
+from stores.redis import keys
 from tests.integration.conftest import LogEnd, empty_redis_db
 
 REDIS_DB = 12

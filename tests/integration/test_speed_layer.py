@@ -24,12 +24,12 @@ from confluent_kafka import Producer
 from batch_layer.job import BatchJob
 from config.settings import Settings
 from contract import ContractError, PageView, decode, encode
-from generations import keys
 from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from ingest.topics import log_end_offsets
 from speed_layer.job import SpeedJob
 from stack import control
 from stack.services import Kafka
+from stores.redis import keys
 from tests.conftest import ROOT
 from tests.integration.conftest import (
     assert_merged_matches,

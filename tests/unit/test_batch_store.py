@@ -1,4 +1,4 @@
-"""The pure parts of the batch-view store: collection names and the day rankings' documents."""
+"""The pure parts of the MongoDB batch-view layout: collection names and the day rankings' documents."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batch_layer import store
+from stores.mongo import codec as store
 
 
 def test_collection_names_are_per_view_and_generation() -> None:
     assert store.collection_name("page", 12) == "bv_page_g12"
-    assert store._COLLECTION_RE.match("bv_page_g12") is not None
-    assert store._COLLECTION_RE.match("generations") is None
+    assert store.parse_collection_name("bv_page_g12") == ("page", 12)
+    assert store.parse_collection_name("generations") is None
 
 
 def test_a_ranking_sorts_by_page_views_then_key_and_a_day_without_keys_still_has_one() -> None:

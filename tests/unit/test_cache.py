@@ -1,9 +1,9 @@
-"""serving_layer.cache: the batch-document cache stays within its byte bound, least recently used
+"""stores.mongo.cache: the batch-document cache stays within its byte bound, least recently used
 out first, and counts what /metrics reports."""
 
 from __future__ import annotations
 
-from serving_layer.cache import LruCache
+from stores.mongo.cache import LruCache
 
 
 def test_the_byte_bound_evicts_the_least_recently_used() -> None:

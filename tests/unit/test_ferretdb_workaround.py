@@ -1,4 +1,4 @@
-"""The FerretDB issue 4646 workaround leaves any other server alone (stack.ferretdb_workaround)."""
+"""The FerretDB issue 4646 workaround leaves any other server alone (stores.mongo.ferretdb)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from unittest.mock import MagicMock
 
 from config.settings import Settings
-from stack.ferretdb_workaround import ensure_id_indexes, index_name, sqlite_path
+from stores.mongo.ferretdb import ensure_id_indexes, index_name, sqlite_path
 
 
 def _db(build_info: dict[str, Any]) -> MagicMock:

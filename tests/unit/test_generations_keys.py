@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generations import keys
+from stores.redis import keys
 
 offsets = st.dictionaries(st.integers(0, 63), st.integers(0, 2**62), max_size=8)
 generations = st.integers(0, 10**6)

@@ -1,4 +1,4 @@
-"""serving_layer.redis_realtime without a Redis: a Redis that is down or does not answer makes the
+"""stores.redis.reader without a Redis: a Redis that is down or does not answer makes the
 reader raise RealtimeUnavailable (the API then answers partial) within its deadline, and the
 hiredis packing sends exactly what redis-py's own packing sends. The reads themselves run against a
 real Redis in tests/integration."""
@@ -14,7 +14,7 @@ from redis.asyncio.connection import Connection
 
 from config.settings import Settings
 from serving_layer.model import HashRead, RealtimeUnavailable
-from serving_layer.redis_realtime import RedisRealtimeReader, connect
+from stores.redis.reader import RedisRealtimeReader, connect
 
 READS = [HashRead("site", "shop.example.com", "2026-11-20", ("pv:00", "pv:01"))]
 

@@ -9,11 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serving_layer.model import BatchDoc
-from views.rows import (
-    HOURS,
+from stores.mongo.codec import (
     MalformedDocument,
-    decoded,
+    batch_doc,
     decoded_hours,
     document_id,
     hour_sketches_id,
@@ -22,7 +20,9 @@ from views.rows import (
     row_to_documents,
     sketches_apart,
     unpack_hours,
+    with_hour_sketches,
 )
+from views.rows import HOURS
 
 hour_values = st.fixed_dictionaries(
     {
@@ -63,9 +63,9 @@ def test_a_document_gives_back_every_hour_of_its_row(row: dict[str, Any], inline
     if len(docs) == 2:
         assert docs[1]["_id"] == hour_sketches_id(row["key"], row["day"]) != docs[0]["_id"]
         assert docs[1]["hours_of"] == docs[0]["_id"] and is_hour_sketches(docs[1])
-        served = BatchDoc.from_document(docs[0])
+        served = batch_doc(docs[0])
         assert served.h_sk is None and (served.h_pv, served.h_uv) == (pv, uv)
-        assert served.with_hour_sketches(docs[0]["_id"], docs[1]).h_sk == sk
+        assert with_hour_sketches(served, docs[0]["_id"], docs[1]).h_sk == sk
 
 
 def test_hour_sketches_apart_must_be_there_and_be_their_documents() -> None:
@@ -73,12 +73,12 @@ def test_hour_sketches_apart_must_be_there_and_be_their_documents() -> None:
     row = {"key": "k", "day": "2026-11-24", "pv": 5, "uv": 2, "sk": b"day", "hours": hours}
     doc, companion = row_to_documents(row, inline_max=10)
     other = row_to_documents({**row, "hours": [{**hours[0], "pv": 6}]}, inline_max=10)[1]
-    served = BatchDoc.from_document(doc)
+    served = batch_doc(doc)
     for wrong in (None, other, {**companion, "h": pack_hours(hours, sketches=False)}, {"_id": "x"}):
         with pytest.raises(MalformedDocument):
             decoded_hours(doc, wrong)
         with pytest.raises(MalformedDocument):
-            served.with_hour_sketches(doc["_id"], wrong)
+            with_hour_sketches(served, doc["_id"], wrong)
     with pytest.raises(RuntimeError, match="not read"):
         served.hours_union((3,))
 
@@ -92,7 +92,9 @@ def test_a_key_ending_like_the_mark_of_hour_sketches_gets_its_own_ids() -> None:
     assert len(ids) == 4
 
 
-def test_documents_of_the_earlier_layout_still_read() -> None:
+def test_documents_of_the_retired_array_layout_are_malformed() -> None:
+    """The three 24-slot arrays of the first layout are no longer read: the fingerprint retired
+    every generation that wrote them."""
     old = {
         "_id": "2026-11-24|k",
         "key": "k",
@@ -104,9 +106,10 @@ def test_documents_of_the_earlier_layout_still_read() -> None:
         "h_uv": [2] + [0] * 23,
         "h_sk": [b"s"] + [None] * 23,
     }
-    assert decoded_hours(old) == ([3] + [0] * 23, [2] + [0] * 23, [b"s"] + [None] * 23)
-    assert decoded(old)["h_pv"] == old["h_pv"]
-    assert BatchDoc.from_document(old).h_sk == [b"s"] + [None] * 23
+    with pytest.raises(MalformedDocument):
+        decoded_hours(old)
+    with pytest.raises(MalformedDocument):
+        batch_doc(old)
 
 
 @settings(max_examples=300, deadline=None)
@@ -133,4 +136,4 @@ def test_a_damaged_value_is_refused_never_misread(row: dict[str, Any], data: st.
 )
 def test_bad_stored_documents_are_malformed_not_crashes(doc: dict[str, Any]) -> None:
     with pytest.raises(MalformedDocument):
-        BatchDoc.from_document(doc)
+        batch_doc(doc)

@@ -79,4 +79,4 @@ def backend() -> Iterator[MemoryBackend]:
 
 
 class TestServingInMemory(ServingOracle):
-    """tests.serving_suite on serving_layer.memory's readers."""
+    """tests.serving_suite on stores.memory's readers."""

@@ -9,7 +9,7 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generations.keys import SpeedCommit
+from generations.model import SpeedCommit
 from speed_layer import commit
 from speed_layer.commit import RealtimeStateLost, already_committed
 from speed_layer.progress import lag_of

@@ -1,5 +1,5 @@
-"""RealtimeReader on Redis: the served pointer and the served generation's realtime views, read in
-one MULTI/EXEC transaction.
+"""The read half of the realtime views on Redis (stores.base.RealtimeReader): the served pointer
+and the served generation's realtime views, read in one MULTI/EXEC transaction.
 
 Redis runs a transaction's commands back to back, so ``GET served`` and the ``HMGET`` s of the
 realtime hashes see the same instant: either before a generation switch (old generation's pointer
@@ -48,7 +48,6 @@ from redis.retry import Retry
 from redis.typing import EncodableT
 
 from config.settings import Settings
-from generations import keys
 from serving_layer.model import (
     HashRead,
     RankRead,
@@ -57,6 +56,7 @@ from serving_layer.model import (
     Served,
     SpeedCommit,
 )
+from stores.redis import keys
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 5

@@ -21,7 +21,7 @@ SQLite file for the database is on this machine where the local stack keeps it
 elsewhere, is left alone (the latter with a warning).
 
 To drop the workaround once FerretDB is fixed: delete this module and its one call in
-batch_layer.store.BatchViewStore.write; existing indexes are harmless and go with their
+stores.mongo.writer.MongoBatchWriter.write; existing indexes are harmless and go with their
 collections (or run ``DROP INDEX`` on every ``*_ferretdb4646_id`` index). See docs/ferretdb.md.
 """
 

@@ -1,9 +1,20 @@
-"""Redis keys of the generation protocol and their encodings, shared by all three layers."""
+"""The Redis layout: keys of the generation protocol's hot copy and of the realtime views, and
+their encodings. Everything that names a Redis key or field goes through here."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+
+from generations.model import Offsets as Offsets
+from generations.model import Served as Served
+from generations.model import SpeedCommit as SpeedCommit
+
+# The fields of a realtime hash and the marks of counted views are the realtime views' own names,
+# whatever store keeps them (stores.base); Redis keeps them as they are.
+from stores.base import PV as PV
+from stores.base import SKETCH as SKETCH
+from stores.base import hour_field as hour_field
+from stores.base import view_mark as view_mark
 
 ACTIVE = "lambda:gen:active"
 """JSON {gen: {partition: cut offset}}: the generations the speed layer counts for."""
@@ -11,15 +22,6 @@ SERVED = "lambda:gen:served"
 """JSON {"gen": g, "cut": {...}}: the served generation (hot copy of MongoDB's pointer)."""
 SPEED_COMMIT = "lambda:speed:commit"
 """JSON {"batch_id": n, "offsets": {partition: end offset}}: the speed layer's last commit."""
-
-Offsets = dict[int, int]
-"""Kafka offsets of the events topic by partition: a cut, a commit's end, a log end."""
-
-
-@dataclass(frozen=True)
-class SpeedCommit:
-    batch_id: int = -1
-    offsets: Offsets = field(default_factory=dict)
 
 
 def encode_active(active: dict[int, Offsets]) -> str:
@@ -30,13 +32,6 @@ def decode_active(raw: bytes | str | None) -> dict[int, Offsets]:
     if not raw:
         return {}
     return {int(g): {int(p): int(o) for p, o in cut.items()} for g, cut in json.loads(raw).items()}
-
-
-@dataclass(frozen=True)
-class Served:
-    gen: int = -1
-    """-1: nothing is served (no speed layer and no batch run yet)."""
-    cut: Offsets = field(default_factory=dict)
 
 
 def encode_served(served: Served) -> str:
@@ -77,8 +72,6 @@ SPEED_STATS = "lambda:speed:stats"
 REALTIME_PREFIX = "lambda:rt:"
 REALTIME_GENS = "lambda:rt:gens"
 """Set of the generation numbers that have realtime keys (teardown without scanning everything)."""
-PV = "pv"
-SKETCH = "sk"
 
 
 def realtime_key(gen: int, view: str, key: str, day: str) -> str:
@@ -94,11 +87,6 @@ def realtime_pattern(gen: int) -> str:
     return f"{REALTIME_PREFIX}{gen}:*"
 
 
-def hour_field(kind: str, hour: int) -> str:
-    """``pv:07`` / ``sk:07``: the hourly field of a realtime hash."""
-    return f"{kind}:{hour:02d}"
-
-
 # Per generation, the set of views the speed layer has counted it with since its first micro-batch,
 # each as "name@fingerprint" (plus a sentinel, so an emptied set still says "recorded"). A view is
 # served for a generation only when this set names it with the fingerprint of the generation's
@@ -108,7 +96,3 @@ VIEWS_SENTINEL = "#"
 
 def realtime_views_key(gen: int) -> str:
     return f"{REALTIME_PREFIX}{gen}:#views"
-
-
-def view_mark(name: str, fingerprint: str) -> str:
-    return f"{name}@{fingerprint}"

@@ -1,115 +1,53 @@
-"""Batch views in MongoDB: one collection per (view, generation), documents read by _id only.
-
-Beside the (key, day) documents, every recomputed day gets a **ranking**: the day's keys sorted by
-page views (``_id = "{day}|#rank"``, continued in ``"{day}|#rank:1"``, ... for very many keys), so
-that "top N" reads one or a few documents per day instead of every key's. Rankings are written by
-the same run, from the same rows, and are insert-only like everything else.
+"""The write half of the batch views on MongoDB: one collection per (view, generation), documents
+in the layout of :mod:`stores.mongo.codec`, rankings, and garbage collection of whole collections.
 
 A generation writes documents only for the days it recomputed, into its own collections; the
 generation's ``day_map`` says, per view and day, which generation's collection holds the
 document. So an incremental run copies nothing, publishing is one pointer write, and garbage
 collection drops whole collections once no retained generation's day map names them (dropping a
-collection is O(1); deleting documents one by one is not, least of all on FerretDB).
+collection is O(1); deleting documents one by one is not, least of all on FerretDB). Rankings are
+written by the same run, from the same rows, and are insert-only like everything else.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping, Set
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from views.rows import decoded, document_id, is_hour_sketches, row_to_documents
+from stores.base import Entry, WrittenViews
+from stores.mongo.codec import (
+    INLINE_SKETCHES_MAX,
+    collection_name,
+    decoded,
+    document_id,
+    is_hour_sketches,
+    is_rank_document,
+    parse_collection_name,
+    rank_document_id,
+    rank_documents,
+    ranking_from_chunks,
+    row_to_documents,
+)
+from stores.mongo.ferretdb import ensure_id_indexes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
 
-_COLLECTION_RE = re.compile(r"^bv_(?P<view>[a-z0-9_]+)_g(?P<gen>\d+)$")
 WRITE_BATCH = 1000
 """Documents per insert command (FerretDB commits them 100 at a time within it)."""
 WRITE_CONNECTIONS = 2
 """Insert commands in flight per Spark task, each on its own connection: FerretDB converts one
 batch while SQLite commits another. bench/store.py measured the choice (docs/ferretdb.md)."""
-RANK_MARK = "#rank"
-RANK_CHUNK = 20_000
-"""Keys per ranking document: far below MongoDB's 16 MB document limit even for 2 KB URLs."""
-Entry = tuple[str, str, int]
-"""(day, key, page views) of one written document: what a day's ranking is built from."""
-
-
-@dataclass(frozen=True)
-class Written:
-    """What :meth:`BatchViewStore.write` wrote: per view, an entry per document, and for how
-    long documents were being inserted (from the first insert's start to the last one's end)."""
-
-    entries: dict[str, list[Entry]]
-    insert_seconds: float
-    inserted: int = 0
-    """Documents inserted: one per entry, plus the hour sketches stored apart (views.rows)."""
-
-    @property
-    def documents(self) -> int:
-        """(key, day) documents: one per entry."""
-        return sum(len(e) for e in self.entries.values())
-
-    @property
-    def hour_sketch_documents(self) -> int:
-        """Documents of hour sketches stored apart from their (key, day) document."""
-        return self.inserted - self.documents
-
-
-def collection_name(view: str, gen: int) -> str:
-    return f"bv_{view}_g{gen}"
-
-
-def rank_document_id(day: str, chunk: int = 0) -> str:
-    """``{day}|#rank`` and its continuations; no key starts with ``#`` (URLs and hosts do not)."""
-    return f"{day}|{RANK_MARK}" if chunk == 0 else f"{day}|{RANK_MARK}:{chunk}"
-
-
-def rank_documents(day: str, counts: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    """The ranking of one day: keys by page views, descending (ties by key), in chunks.
-
-    The first chunk says how many there are, so a reader knows which ``_id`` s to fetch; a day
-    without keys still gets its (empty) first chunk, so a missing ranking always means an error.
-    """
-    ranked = sorted(counts, key=lambda kv: (-kv[1], kv[0]))
-    chunks = [ranked[i : i + RANK_CHUNK] for i in range(0, len(ranked), RANK_CHUNK)] or [[]]
-    return [
-        {
-            "_id": rank_document_id(day, i),
-            "day": day,
-            "chunk": i,
-            "chunks": len(chunks),
-            "keys": [k for k, _ in chunk],
-            "pv": [v for _, v in chunk],
-        }
-        for i, chunk in enumerate(chunks)
-    ]
-
-
-def ranking_from_chunks(chunks: list[dict[str, Any] | None]) -> list[tuple[str, int]] | None:
-    """The (key, page views) entries of a day's ranking documents; None if one is missing."""
-    out: list[tuple[str, int]] = []
-    for chunk in chunks:
-        if chunk is None:
-            return None
-        out.extend(zip(chunk["keys"], (int(v) for v in chunk["pv"]), strict=True))
-    return out
-
-
-def is_rank_document(doc: dict[str, Any]) -> bool:
-    return "key" not in doc
 
 
 def _insert_ignoring_duplicates(target: Any, docs: list[dict[str, Any]]) -> None:
@@ -128,7 +66,12 @@ documents: (SPAN, first insert's start, last insert's end, documents inserted), 
 
 
 def _insert_partition(
-    rows: Iterable[Any], mongo_url: str, db_name: str, gen: int, days: Mapping[str, Set[str]]
+    rows: Iterable[Any],
+    mongo_url: str,
+    db_name: str,
+    gen: int,
+    days: Mapping[str, Set[str]],
+    inline_max: int = INLINE_SKETCHES_MAX,
 ) -> Iterator[tuple[str, Any, Any, int]]:
     """Runs on the executors: insert one partition's documents in large unordered batches.
 
@@ -167,7 +110,7 @@ def _insert_partition(
                 view = row["view"]
                 if row["day"] not in days[view]:
                     continue
-                docs = row_to_documents(row)
+                docs = row_to_documents(row, inline_max)
                 batches[view].extend(docs)
                 inserted += len(docs)
                 written.append((view, row["day"], row["key"], int(row["pv"])))
@@ -184,16 +127,26 @@ def _insert_partition(
         yield (SPAN, first_insert, time.time(), inserted)
 
 
-class BatchViewStore:
-    """Write, read and garbage-collect batch view documents."""
+class MongoBatchWriter:
+    """Write, read back and garbage-collect batch view documents (stores.base.BatchViewWriter).
 
-    def __init__(self, db: Database[dict[str, Any]], mongo_url: str) -> None:
+    ``inline_max``: hour sketches up to this many bytes stay in their document
+    (:func:`~stores.mongo.codec.row_to_documents`); the default everywhere but in tests.
+    """
+
+    def __init__(
+        self, db: Database[dict[str, Any]], mongo_url: str, inline_max: int = INLINE_SKETCHES_MAX
+    ) -> None:
         self.db = db
         self.mongo_url = mongo_url
+        self.inline_max = inline_max
 
-    def write(self, gen: int, rows: DataFrame, days: Mapping[str, Iterable[str]]) -> Written:
+    def write(
+        self, gen: int, rows: DataFrame | Iterable[Any], days: Mapping[str, Iterable[str]]
+    ) -> WrittenViews:
         """Insert the view rows of every view in ``days`` (views.rows plus ``view``) as documents of
-        ``gen``, in one Spark job; each view only for its days. Rankings come after, from the result
+        ``gen``, in one Spark job (rows of a DataFrame) or here (any other rows); each view only for
+        its days. Rankings come after, from the result
         (:meth:`write_rankings`): a run that dies in between leaves no ranking, and its generation
         is never published.
 
@@ -201,16 +154,15 @@ class BatchViewStore:
         how long documents were being inserted (the documents come out of the shared pass's last
         stage, so this is the write's own time, not the computation's).
         """
-        # Imported here: executors import this module for _insert_partition, and the local stack's
-        # code is not among the packages a cluster ships to them (config.spark.EXECUTOR_PACKAGES).
-        from stack.ferretdb_workaround import ensure_id_indexes
-
         ensure_id_indexes(self.db, create=[collection_name(v, gen) for v in days])  # FerretDB 4646
-        url, db_name = self.mongo_url, self.db.name
+        url, db_name, inline_max = self.mongo_url, self.db.name, self.inline_max
         wanted = {view: frozenset(d) for view, d in days.items()}
-        written = rows.rdd.mapPartitions(
-            lambda part: _insert_partition(part, url, db_name, gen, wanted)
-        ).collect()
+        if hasattr(rows, "rdd"):
+            written = rows.rdd.mapPartitions(
+                lambda part: _insert_partition(part, url, db_name, gen, wanted, inline_max)
+            ).collect()
+        else:
+            written = list(_insert_partition(rows, url, db_name, gen, wanted, inline_max))
         out: dict[str, list[Entry]] = {view: [] for view in days}
         starts, ends, inserted = [], [], 0
         for view, day, key, pv in written:
@@ -220,7 +172,7 @@ class BatchViewStore:
                 inserted += pv
             else:
                 out[view].append((day, key, pv))
-        return Written(out, max(ends) - min(starts) if starts else 0.0, inserted)
+        return WrittenViews(out, max(ends) - min(starts) if starts else 0.0, inserted)
 
     def documents_in(self, gen: int, views: Iterable[str]) -> int:
         """Documents the collections of ``gen`` hold now (a progress line while they fill)."""
@@ -253,7 +205,7 @@ class BatchViewStore:
 
     def read_all(self, view: str, day_map: dict[str, int]) -> Iterator[dict[str, Any]]:
         """Every document of a view as a generation with this day map sees it, its hours decoded
-        (``h_pv``, ``h_uv``, ``h_sk``: views.rows.decoded)."""
+        (``h_pv``, ``h_uv``, ``h_sk``: stores.mongo.codec.decoded)."""
         by_gen: dict[int, set[str]] = {}
         for day, gen in day_map.items():
             by_gen.setdefault(gen, set()).add(day)
@@ -283,9 +235,9 @@ class BatchViewStore:
         """(view, generation) of every batch view collection present."""
         out = []
         for name in self.db.list_collection_names():
-            m = _COLLECTION_RE.match(name)
-            if m:
-                out.append((m["view"], int(m["gen"])))
+            parsed = parse_collection_name(name)
+            if parsed is not None:
+                out.append(parsed)
         return sorted(out)
 
     def garbage_collect(self, referenced: Set[tuple[str, int]], protected_gens: Set[int]) -> list[str]:

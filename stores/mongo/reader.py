@@ -1,22 +1,21 @@
-"""BatchReader on MongoDB (FerretDB locally): published generations and their batch documents.
+"""The read half of the batch views on MongoDB (FerretDB locally): published generations and their
+batch documents (stores.base.BatchReader).
 
 Every read is a ``find_one`` by ``_id``, the only lookup a MongoDB-protocol server can be expected
 to serve from an index (on the local FerretDB only thanks to the issue 4646 workaround,
-stack/ferretdb_workaround.py: without it every read scanned its collection, 2-3 s each).
+stores.mongo.ferretdb: without it every read scanned its collection).
 
-Everything read is cached in process: generations once published and batch documents never change
-(see serving_layer.cache). A cold document costs one indexed read (0.7 ms p50 for a page's on the
-local FerretDB, bench/store.py); a cached one a dictionary lookup, and it spares the server the
-work. Hour sketches stored apart (views.rows.row_to_documents) cost a second read, made only for a
-query that unions hours of that day; the document is then cached whole.
+Everything read is cached in process (stores.mongo.cache): generations once published and batch
+documents never change. A cold document costs one indexed read, a cached one a dictionary lookup,
+and it spares the server the work. Hour sketches stored apart (stores.mongo.codec) cost a second
+read, made only for a query that unions hours of that day; the document is then cached whole.
 
 Misses are fetched concurrently, at most ``max_concurrent`` at a time, and once per document even
-when many queries miss it together (single flight). Neither hides slow reads any more: the limit
-bounds the load one API worker puts on the database during a burst of cold queries (the MongoDB
-client's pool would otherwise open up to 100 connections), and single flight keeps N concurrent
-queries of one new key from reading its documents N times. A limit of 4 (the default, and
-LAMBDA_API_MONGO_CONCURRENCY's) is also the fastest measured for a cold 7-day query's 8 documents
-on 2 cores: p50 31.6-32.2 ms against 32.8-37.2 ms with 8 or 16 at once (bench/store.py, docs/ferretdb.md).
+when many queries miss it together (single flight). The limit bounds the load one API worker puts
+on the database during a burst of cold queries (the MongoDB client's pool would otherwise open up
+to 100 connections), and single flight keeps N concurrent queries of one new key from reading its
+documents N times. The default limit, 4 (LAMBDA_API_MONGO_CONCURRENCY), is the fastest measured
+for a cold 7-day query on 2 cores (docs/ferretdb.md, with its bench command).
 """
 
 from __future__ import annotations
@@ -29,13 +28,21 @@ from typing import Any, TypeVar
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
-from batch_layer.store import collection_name, rank_document_id, ranking_from_chunks
 from contract import utc
 from generations.state import DROPPED, GenerationState
-from serving_layer.cache import LruCache
 from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable, GenerationInfo
-from serving_layer.readers import DocRef
-from views.rows import MalformedDocument, document_id, hour_sketches_id
+from stores.base import DocRef
+from stores.mongo.cache import LruCache
+from stores.mongo.codec import (
+    MalformedDocument,
+    batch_doc,
+    collection_name,
+    document_id,
+    hour_sketches_id,
+    rank_document_id,
+    ranking_from_chunks,
+    with_hour_sketches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,19 +162,19 @@ class MongoBatchReader:
         ident = document_id(key, day)
         raw = await self._read(view, holder, ident)
         try:
-            doc = None if raw is None else BatchDoc.from_document(raw)
+            doc = None if raw is None else batch_doc(raw)
         except MalformedDocument as exc:
             raise _malformed(view, holder, ident, exc) from exc
         self.documents_cache.put((view, *ref), doc, 100 if doc is None else doc.size)
         return doc
 
     async def _load_hour_sketches(self, view: str, ref: DocRef, doc: BatchDoc) -> BatchDoc:
-        """``doc`` with its hour sketches, read from their own document (views.rows)."""
+        """``doc`` with its hour sketches, read from their own document (stores.mongo.codec)."""
         holder, key, day = ref
         ident = hour_sketches_id(key, day)
         raw = await self._read(view, holder, ident)
         try:
-            full = doc.with_hour_sketches(document_id(key, day), raw)
+            full = with_hour_sketches(doc, document_id(key, day), raw)
         except MalformedDocument as exc:
             raise _malformed(view, holder, ident, exc) from exc
         self.documents_cache.put((view, *ref), full, full.size)

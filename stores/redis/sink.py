@@ -1,17 +1,17 @@
-"""Realtime views in Redis: the speed layer's writer, and the teardown of a generation's keys.
+"""The write half of the realtime views on Redis: the speed layer's sink (stores.base.RealtimeSink).
 
-The sink follows the add/flush shape: :meth:`RealtimeSink.add` takes view rows (views.rows) of one
-micro-batch for one generation, :meth:`RealtimeSink.flush` queues every write into the pipeline of
+The sink follows the add/flush shape: :meth:`RedisRealtimeSink.add` takes view rows (views.rows) of one
+micro-batch for one generation, :meth:`RedisRealtimeSink.flush` queues every write into the pipeline of
 the micro-batch's commit transaction, so the increments land together with the batch id and end
 offsets or not at all.
 
 Page views are increments (HINCRBY), which commute. Sketches are not: a new sketch is the union of
 the stored one and the micro-batch's, so the sink reads the stored sketches first
-(:meth:`read_sketches`), outside the transaction. That read is safe because the speed job is the
+(:meth:`RedisRealtimeSink.prepare`), outside the transaction. That read is safe because the speed job is the
 only writer of realtime keys, and the transaction that follows is guarded by WATCH on the
 generation registry and the commit record.
 
-Key layout: :mod:`generations.keys`.
+Key layout: :mod:`stores.redis.keys`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from generations import keys
+from stores.redis import keys
 from views.sketches import union_bytes
 
 
@@ -32,10 +32,12 @@ class _Pending:
     sketches: dict[str, list[bytes]] = field(default_factory=lambda: defaultdict(list))
 
 
-class RealtimeSink:
-    """Accumulates one micro-batch's realtime writes; flushed inside the commit transaction."""
+class RedisRealtimeSink:
+    """Accumulates one micro-batch's realtime writes; flushed inside the commit transaction.
+    Realtime keys expire ``ttl_s`` after their last write."""
 
-    def __init__(self, ttl_s: int) -> None:
+    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+        self.client = client
         self.ttl_s = ttl_s
         self._pending: dict[str, _Pending] = defaultdict(_Pending)
         self._ranks: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -54,10 +56,10 @@ class RealtimeSink:
         self._ranks[keys.realtime_rank_key(gen, view, row["day"])][row["key"]] += int(row["pv"])
         self._gens.add(gen)
 
-    def read_sketches(self, client: redis.Redis) -> None:
+    def prepare(self) -> None:
         """Fetch the stored sketches this batch will union into, in one pipelined round trip."""
         wanted = [(key, list(p.sketches)) for key, p in self._pending.items()]
-        with client.pipeline(transaction=False) as pipe:
+        with self.client.pipeline(transaction=False) as pipe:
             for key, fields in wanted:
                 pipe.hmget(key, fields)
             replies = pipe.execute()

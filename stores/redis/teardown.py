@@ -1,6 +1,6 @@
-"""The lifecycle of realtime keys: which generations have them, and their teardown.
+"""The end of realtime keys: which generations have them, and their teardown.
 
-The speed layer writes them (speed_layer.sink); the batch job tears down those of generations it
+The speed layer writes them (stores.redis.sink); the batch job tears down those of generations it
 retires; the rebuild tears down all of them.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import redis
 
-from generations import keys
+from stores.redis import keys
 
 
 def realtime_generations(client: redis.Redis) -> set[int]:
