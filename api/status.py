@@ -13,6 +13,7 @@ from api.kafka import KafkaUnavailable, LogOffsets
 from contract import utc
 from serving_layer import NothingServed, ServingError
 from serving_layer.engine import ServingState
+from stores.mongo import manifest
 
 
 def _parse_time(value: object) -> datetime | None:
@@ -28,14 +29,7 @@ def _parse_time(value: object) -> datetime | None:
 async def batch_dead_letters(services: Services) -> dict[str, int]:
     """Per field of the reason, every record the batch layer dead-lettered: the invalid records of
     the master dataset's committed segments (each once, whatever crashes repeated)."""
-    segments = services.mongo[services.settings.mongo_db]["master_segments"]
-    total: dict[str, int] = {}
-    async for doc in segments.find({}, {"invalid_reasons": 1}):
-        reasons = doc.get("invalid_reasons")
-        if isinstance(reasons, dict):
-            for name, n in reasons.items():
-                total[name] = total.get(name, 0) + int(n)
-    return total
+    return await manifest.dead_letters(services.mongo[services.settings.mongo_db])
 
 
 def _speed_dead_letters(stats: dict[str, object] | None) -> dict[str, int] | None:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from generations.registry import Generation
+from generations.model import Generation
 from stores.mongo.writer import MongoBatchWriter
 
 COMPARED = ("pv", "uv", "h_pv", "h_uv")

@@ -26,12 +26,14 @@ import redis
 from pymongo import MongoClient
 
 from batch_layer import faults
-from batch_layer.master import MasterDataset, Segment
+from batch_layer.master import MasterDataset
+from batch_layer.segment import Segment
 from config.settings import Settings
 from config.spark import SparkProgress, spark_session
 from contract import utc
 from generations import retention
-from generations.registry import Generation, GenerationRegistry
+from generations.model import Generation
+from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
 from stores.mongo.codec import collection_name

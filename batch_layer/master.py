@@ -1,9 +1,9 @@
 """The master dataset: every event of the log, immutable, in Parquet, absorbed by offset range.
 
 Layout: ``<master>/segments/segment=<id>/event_date=YYYY-MM-DD/part-*.parquet``. One absorb writes
-one segment covering an exact offset range per partition, then commits it in the manifest (the
-``master_segments`` collection in MongoDB). Readers only ever read committed segments, so a crash
-mid-absorb leaves nothing visible: the half-written directory is ignored and deleted by the next
+one segment covering an exact offset range per partition, then commits it in the manifest
+(stores.mongo.manifest). Readers only ever read committed segments, so a crash mid-absorb leaves
+nothing visible: the half-written directory is ignored and deleted by the next
 run, which absorbs the same range again. Nothing rewrites or deletes a committed segment.
 
 Records that do not parse go to ``event_date=invalid`` of their segment with their original bytes,
@@ -23,22 +23,25 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pymongo.database import Database
 
+from batch_layer.segment import Segment, segments_end
 from config.settings import Settings
 from config.spark import hadoop_path
 from contract.codec import bounds_from, reason_field
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
+from stores.mongo.manifest import MongoManifest, invalid_reasons_total
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
     from contract.events import TimeBounds
+    from stores.base import ManifestStore
 
 log = logging.getLogger(__name__)
 
@@ -131,57 +134,6 @@ def write_segment(spark: SparkSession, records: DataFrame, path: str, window: Ti
     return Written(records_written, invalid, days)
 
 
-@dataclass(frozen=True)
-class Segment:
-    segment_id: str
-    gen: int
-    path: str
-    ranges: dict[int, tuple[int, int]]
-    """partition -> [from, to) offsets absorbed."""
-    events: int
-    invalid: int
-    days: list[str]
-    committed_at: datetime
-    invalid_reasons: dict[str, int] = field(default_factory=dict)
-    """Invalid records per field of their reason (``reason_field``)."""
-
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "_id": self.segment_id,
-            "gen": self.gen,
-            "path": self.path,
-            "ranges": {str(p): [a, b] for p, (a, b) in self.ranges.items()},
-            "events": self.events,
-            "invalid": self.invalid,
-            "days": self.days,
-            "committed_at": self.committed_at,
-            "invalid_reasons": self.invalid_reasons,
-        }
-
-    @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> Segment:
-        return cls(
-            segment_id=doc["_id"],
-            gen=doc["gen"],
-            path=doc["path"],
-            ranges={int(p): (int(a), int(b)) for p, (a, b) in doc["ranges"].items()},
-            events=doc["events"],
-            invalid=doc["invalid"],
-            days=list(doc["days"]),
-            committed_at=doc["committed_at"],
-            invalid_reasons=dict(doc.get("invalid_reasons") or {}),
-        )
-
-
-def segments_end(segments: Iterable[Segment]) -> dict[int, int]:
-    """Per partition, the offset up to which these segments cover the log (the highest end)."""
-    end: dict[int, int] = {}
-    for segment in segments:
-        for p, (_, to) in segment.ranges.items():
-            end[p] = max(end.get(p, 0), to)
-    return end
-
-
 def absorb_ranges(
     cut: dict[int, int], absorbed: dict[int, int], log_start: dict[int, int]
 ) -> dict[int, tuple[int, int]]:
@@ -211,17 +163,16 @@ def absorb_ranges(
 
 
 class MasterDataset:
-    """The manifest (MongoDB) and the files (any Hadoop-compatible file system)."""
+    """The manifest (a stores.base.ManifestStore: MongoDB's, given its database) and the files
+    (any Hadoop-compatible file system)."""
 
     def __init__(self, settings: Settings, db: Database[dict[str, Any]]) -> None:
         self.settings = settings
         self.root = settings.master_uri.rstrip("/")
-        self.manifest = db["master_segments"]
+        self.manifest: ManifestStore = MongoManifest(db)
 
     def segments(self) -> list[Segment]:
-        return sorted(
-            (Segment.from_document(d) for d in self.manifest.find({})), key=lambda s: (s.gen, s.segment_id)
-        )
+        return self.manifest.segments()
 
     def absorbed_until(self) -> dict[int, int]:
         """Per partition, the offset up to which the log has been absorbed."""
@@ -230,11 +181,7 @@ class MasterDataset:
     def invalid_reasons(self) -> dict[str, int]:
         """Invalid records of the whole master dataset per field of their reason: what the batch
         layer has dead-lettered, each record once whatever crashes repeated."""
-        total: dict[str, int] = {}
-        for segment in self.segments():
-            for name, n in segment.invalid_reasons.items():
-                total[name] = total.get(name, 0) + n
-        return total
+        return invalid_reasons_total(s.invalid_reasons for s in self.segments())
 
     def days(self) -> list[str]:
         return sorted({d for s in self.segments() for d in s.days})
@@ -301,7 +248,7 @@ class MasterDataset:
 
     def commit(self, segment: Segment) -> None:
         """Make a written segment part of the master dataset (one document insert: atomic)."""
-        self.manifest.insert_one(segment.to_document())
+        self.manifest.commit(segment)
 
     # --- reading ------------------------------------------------------------------------------------
     def read(self, spark: SparkSession, days: list[str] | None = None) -> DataFrame | None:

@@ -44,7 +44,8 @@ from bench.batch import bench_settings, ensure_loaded
 from bench.common import percentiles, running_stack, start_api, write_result
 from bench.vegeta import ClosedLoop, installed
 from config.settings import Settings, get_settings
-from generations.registry import Generation, GenerationRegistry
+from generations.model import Generation
+from generations.registry import GenerationRegistry
 from ingest.topics import ensure_topics
 from stores.mongo.codec import collection_name, is_hour_sketches, is_rank_document, rank_document_id
 from stores.redis import keys

@@ -25,92 +25,24 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
-from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError
 
 from contract import utc
 from generations import retention
-from generations.model import Offsets
+from generations.model import Generation, GenerationError, Offsets
 from generations.state import IN_PROGRESS, GenerationState
+from stores.mongo.generations import generation_store
 from stores.redis import keys
 
+if TYPE_CHECKING:
+    from pymongo.database import Database
+
+    from stores.base import GenerationStore
+
 log = logging.getLogger(__name__)
-
-DayMap = dict[str, dict[str, int]]
-"""view name -> UTC day -> generation whose stored documents hold that day."""
-
-
-class GenerationError(RuntimeError):
-    pass
-
-
-@dataclass
-class Generation:
-    gen: int
-    kind: str
-    """"full" (every view recomputed from the whole master dataset) or "incremental"."""
-    state: GenerationState
-    cut: Offsets
-    started_at: datetime
-    finished_at: datetime | None = None
-    served_at: datetime | None = None
-    retired_at: datetime | None = None
-    day_map: DayMap = field(default_factory=dict)
-    fingerprints: dict[str, str] = field(default_factory=dict)
-    views: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """What the API needs to serve each view with no code of its own: its description, whether it
-    is per site, example values (views.dimension)."""
-    stats: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "_id": self.gen,
-            "kind": self.kind,
-            "state": self.state,
-            "cut": {str(p): o for p, o in self.cut.items()},
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "served_at": self.served_at,
-            "retired_at": self.retired_at,
-            "day_map": self.day_map,
-            "fingerprints": self.fingerprints,
-            "views": self.views,
-            "stats": self.stats,
-            "error": self.error,
-        }
-
-    @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> Generation:
-        """A generation from its registry document; a state this code does not know (a newer
-        version wrote it, or a hand edit) is an error rather than a guess: which data may be
-        deleted depends on the state."""
-        started = utc.as_utc(doc["started_at"])
-        assert started is not None
-        try:
-            state = GenerationState(doc["state"])
-        except ValueError:
-            raise GenerationError(f"generation {doc['_id']}: unknown state {doc['state']!r}") from None
-        return cls(
-            gen=int(doc["_id"]),
-            kind=doc["kind"],
-            state=state,
-            cut={int(p): int(o) for p, o in doc["cut"].items()},
-            started_at=started,
-            finished_at=utc.as_utc(doc.get("finished_at")),
-            served_at=utc.as_utc(doc.get("served_at")),
-            retired_at=utc.as_utc(doc.get("retired_at")),
-            day_map=doc.get("day_map") or {},
-            fingerprints=doc.get("fingerprints") or {},
-            views=doc.get("views") or {},
-            stats=doc.get("stats") or {},
-            error=doc.get("error"),
-        )
 
 
 def _holder_alive(lock: dict[str, Any]) -> bool:
@@ -133,30 +65,31 @@ def _holder_alive(lock: dict[str, Any]) -> bool:
 
 
 class GenerationRegistry:
-    """Durable registry in MongoDB with its hot copy in Redis."""
+    """Durable registry (a stores.base.GenerationStore: MongoDB's, given its database) with its hot
+    copy in Redis."""
 
-    LOCK_ID = "batch-lock"
     LOCK_TTL_S = 3600.0
 
     def __init__(
-        self, db: Database[dict[str, Any]], redis_client: redis.Redis, log_end_offsets: Callable[[], Offsets]
+        self,
+        store: Database[dict[str, Any]] | GenerationStore,
+        redis_client: redis.Redis,
+        log_end_offsets: Callable[[], Offsets],
     ) -> None:
-        self.generations = db["generations"]
-        self.pointers = db["registry"]
+        self.store = generation_store(store)
         self.redis = redis_client
         self._log_end_offsets = log_end_offsets
 
     # --- reading -----------------------------------------------------------------------------------
     def get(self, gen: int) -> Generation | None:
-        doc = self.generations.find_one({"_id": gen})
-        return Generation.from_document(doc) if doc else None
+        return self.store.get(gen)
 
     def served(self) -> Generation | None:
-        pointer = self.pointers.find_one({"_id": "served"})
-        return self.get(int(pointer["gen"])) if pointer else None
+        gen = self.store.served_gen()
+        return None if gen is None else self.get(gen)
 
     def all(self) -> list[Generation]:
-        return sorted((Generation.from_document(d) for d in self.generations.find({})), key=lambda g: g.gen)
+        return self.store.all()
 
     def active_cuts(self) -> dict[int, Offsets]:
         """The generations the speed layer counts for, from the hot copy."""
@@ -166,21 +99,20 @@ class GenerationRegistry:
     def acquire_lock(self) -> str:
         """One batch run at a time; a lock older than LOCK_TTL_S is taken over (its owner died)."""
         token = f"{socket.gethostname()}:{os.getpid()}:{time.time()}"
-        doc = {"_id": self.LOCK_ID, "token": token, "since": utc.now()}
-        try:
-            self.pointers.insert_one(doc)
+        since = utc.now()
+        if self.store.try_lock(token, since):
             return token
-        except DuplicateKeyError:
-            held = self.pointers.find_one({"_id": self.LOCK_ID}) or {}
-            if _holder_alive(held):
-                raise GenerationError(f"another batch run holds the lock ({held.get('token')})") from None
-            log.warning("taking over the batch lock of a run that is gone (%s)", held.get("token"))
-            self.pointers.delete_one({"_id": self.LOCK_ID, "token": held.get("token")})
-            self.pointers.insert_one(doc)
-            return token
+        held = self.store.lock()
+        if _holder_alive(held):
+            raise GenerationError(f"another batch run holds the lock ({held.get('token')})")
+        log.warning("taking over the batch lock of a run that is gone (%s)", held.get("token"))
+        self.store.unlock(held.get("token"))
+        if not self.store.try_lock(token, since):
+            raise GenerationError("another batch run took the lock over first")
+        return token
 
     def release_lock(self, token: str) -> None:
-        self.pointers.delete_one({"_id": self.LOCK_ID, "token": token})
+        self.store.unlock(token)
 
     # --- the life of a generation ------------------------------------------------------------------
     def open(self, kind: str) -> Generation:
@@ -188,16 +120,14 @@ class GenerationRegistry:
         self._reconcile_hot_copy()
         last = max((g.gen for g in self.all()), default=0)
         gen = Generation(gen=last + 1, kind=kind, state=GenerationState.OPENING, cut={}, started_at=utc.now())
-        self.generations.insert_one(gen.to_document())
+        self.store.insert(gen)
         try:
             gen.cut = self._register_cut(gen.gen)
         except Exception as exc:
             self.fail(gen, f"opening failed: {exc}")
             raise
         gen.state = GenerationState.BUILDING
-        self.generations.update_one(
-            {"_id": gen.gen}, {"$set": {"state": gen.state, "cut": {str(p): o for p, o in gen.cut.items()}}}
-        )
+        self.store.save(gen)
         log.info("opened generation %d (%s) with cut %s", gen.gen, kind, gen.cut)
         return gen
 
@@ -225,7 +155,7 @@ class GenerationRegistry:
         return cut
 
     def save(self, gen: Generation) -> None:
-        self.generations.replace_one({"_id": gen.gen}, gen.to_document())
+        self.store.save(gen)
 
     def publish(self, gen: Generation) -> Generation | None:
         """Make ``gen`` the served generation: one pointer write in MongoDB, then the hot copy.
@@ -237,13 +167,9 @@ class GenerationRegistry:
         now = utc.now()
         gen.state, gen.finished_at, gen.served_at = GenerationState.SERVED, gen.finished_at or now, now
         self.save(gen)
-        self.pointers.replace_one(
-            {"_id": "served"}, {"_id": "served", "gen": gen.gen, "at": now}, upsert=True
-        )
+        self.store.point_served(gen.gen, now)
         if previous is not None:
-            self.generations.update_one(
-                {"_id": previous.gen}, {"$set": {"state": GenerationState.SUPERSEDED}}
-            )
+            self.store.set_state(previous.gen, GenerationState.SUPERSEDED)
         self._write_hot_copy(served=gen)
         log.info("generation %d is served (previous: %s)", gen.gen, previous.gen if previous else "none")
         return previous
@@ -265,7 +191,7 @@ class GenerationRegistry:
     def mark_dropped(self, gen: Generation) -> None:
         """Record that an expired generation's data is gone (its document stays)."""
         dropped = gen.state.dropped()
-        self.generations.update_one({"_id": gen.gen}, {"$set": {"state": dropped}})
+        self.store.set_state(gen.gen, dropped)
         gen.state = dropped
 
     def abandon_stale(self) -> list[Generation]:

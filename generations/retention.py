@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from generations.state import IN_PROGRESS, RETAINED, GenerationState
 
 if TYPE_CHECKING:
-    from generations.registry import Generation
+    from generations.model import Generation
 
 
 def to_retire(generations: Sequence[Generation], keep: int) -> list[Generation]:

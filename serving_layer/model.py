@@ -6,35 +6,24 @@ and :class:`NothingServed` to 503 and :class:`ConsistencyTimeout` to 504.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 # The generation protocol's own records and the batch document, re-exported for the engine.
+from generations.model import Generation
 from generations.model import Offsets as Offsets
 from generations.model import Served as Served
 from generations.model import SpeedCommit as SpeedCommit
+from generations.state import GenerationState
 from stores.base import BatchDoc as BatchDoc
 
-
-@dataclass(frozen=True)
-class GenerationInfo:
-    """What a query needs of a published generation; fixed once it is published."""
-
-    gen: int
-    cut: Offsets
-    started_at: datetime
-    served_at: datetime | None
-    day_map: dict[str, dict[str, int]]
-    """view -> day -> generation whose collection holds that day's documents."""
-    fingerprints: dict[str, str] = field(default_factory=dict)
-    """view -> fingerprint of the code that computed its batch views (views.registry)."""
-    views: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """view -> its description for the API (per_site, description, examples)."""
+GenerationInfo = Generation
+"""The generation record (generations.model) under the name the engine reads it by: a query
+reads its cut, day map, fingerprints and views, fixed once it is published."""
 
 
-GENERATION_ZERO = GenerationInfo(
-    gen=0, cut={}, started_at=datetime(1970, 1, 1, tzinfo=UTC), served_at=None, day_map={}
+GENERATION_ZERO = Generation(
+    gen=0, kind="full", state=GenerationState.SERVED, cut={}, started_at=datetime(1970, 1, 1, tzinfo=UTC)
 )
 """What is served before the first batch run: generation 0 has no batch views and its cut is the
 start of the log, so the realtime views alone answer (generations.registry.ensure_hot_copy). It is

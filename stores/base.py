@@ -1,5 +1,8 @@
 """The interfaces of the stores, each with its write half and its read half; one package per backend.
 
+- The generation registry (MongoDB: ``stores.mongo.generations``): :class:`GenerationStore`, the
+  durable record of every generation, the served pointer and the batch lock;
+  :class:`ManifestStore` (``stores.mongo.manifest``), the master dataset's committed segments.
 - Batch views (MongoDB: ``stores.mongo``): :class:`BatchViewWriter`, the batch layer's write,
   rankings, read-back and garbage collection of a generation's documents; :class:`BatchReader`,
   the serving layer's reads of published generations and their documents.
@@ -25,6 +28,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from views import sketches
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from batch_layer.segment import Segment
+    from generations.model import Generation
+    from generations.state import GenerationState
     from serving_layer.model import GenerationInfo, HashRead, RankRead, RealtimeSnapshot
 
 DocRef = tuple[int, str, str]
@@ -110,6 +118,57 @@ class WrittenViews:
     def hour_sketch_documents(self) -> int:
         """Documents of hour sketches stored apart from their (key, day) document."""
         return self.inserted - self.documents
+
+
+class GenerationStore(Protocol):
+    """The durable half of the generation registry (generations.registry keeps the protocol and
+    the hot copy): a record per generation, the served pointer and the batch lock."""
+
+    def get(self, gen: int) -> Generation | None: ...
+
+    def all(self) -> list[Generation]:
+        """Every generation, in ascending order."""
+        ...
+
+    def insert(self, gen: Generation) -> None:
+        """A new generation's record (fails if the number is taken)."""
+        ...
+
+    def save(self, gen: Generation) -> None: ...
+
+    def set_state(self, gen: int, state: GenerationState) -> None: ...
+
+    def served_gen(self) -> int | None:
+        """The served generation's number; None before the first publication."""
+        ...
+
+    def point_served(self, gen: int, at: datetime) -> None:
+        """Switch the served pointer, atomically."""
+        ...
+
+    def try_lock(self, token: str, since: datetime) -> bool:
+        """Take the batch lock; False when another token holds it."""
+        ...
+
+    def lock(self) -> dict[str, Any]:
+        """The lock's holder (``token``, ``since``); empty when nobody holds it."""
+        ...
+
+    def unlock(self, token: Any) -> None:
+        """Release the lock if ``token`` still holds it."""
+        ...
+
+
+class ManifestStore(Protocol):
+    """The master dataset's manifest: the segments committed so far (batch_layer.master)."""
+
+    def segments(self) -> list[Segment]:
+        """Every committed segment, by generation and id."""
+        ...
+
+    def commit(self, segment: Segment) -> None:
+        """Make a written segment part of the master dataset, atomically."""
+        ...
 
 
 class BatchViewWriter(Protocol):

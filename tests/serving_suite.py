@@ -1,8 +1,9 @@
-"""The serving layer's oracle suite, written once and run against every reader backend.
+"""The stores' oracle suite, written once and run against every backend, both halves.
 
 Every case writes a log's views through a tests.serving_support.ServingBackend (its MemoryBackend
-in memory, tests.integration.serving_fixtures' StoreBackend on MongoDB and Redis) and checks the
-query engine's merged answers against a recount of the events (tests.oracle). A backend's test
+on stores.memory, tests.integration.serving_fixtures' StoreBackend on MongoDB and Redis), with
+the backend's batch writer and realtime sink, and checks what its readers give back and the query
+engine's merged answers against a recount of the events (tests.oracle). A backend's test
 module collects the cases by subclassing :class:`ServingOracle` as ``Test...`` and providing a
 ``backend`` fixture (module- or session-scoped: the hypothesis cases draw many examples from one
 backend, each on a generation of its own).
@@ -14,6 +15,7 @@ import asyncio
 import random
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,10 +32,12 @@ from serving_layer import (
     TopQuery,
 )
 from serving_layer.engine import PageviewsAnswer, SeriesAnswer
-from serving_layer.model import NotReady, SpeedCommit
+from serving_layer.model import BatchDoc, HashRead, NotReady, RankRead, SpeedCommit
 from serving_layer.tiling import DAY, buckets
+from stores.base import PV, BatchReader, RealtimeReader
 from tests.oracle import DIMENSION_KEYS, dedup
-from tests.serving_support import Logged, ServingBackend, assert_estimate, count
+from tests.serving_support import Logged, ServingBackend, assert_estimate, count, generation_views
+from views.sketches import estimate
 
 BASE = datetime(2026, 11, 10, tzinfo=UTC)
 URLS = [f"https://shop.example.com/p{i}" for i in range(6)] + ["https://blog.example.com/"]
@@ -324,3 +328,42 @@ class ServingOracle:
             lambda e: e.top(TopQuery("page", BASE, BASE + DAY, 3))
         )  # no site: listed as is
         assert everything.entries[0] == ("not a url", 10**6)
+
+    def test_the_read_halves_give_back_what_the_write_halves_stored(self, backend: ServingBackend) -> None:
+        """Every batch document, ranking, realtime hash and realtime ranking of a generation, written
+        through the backend's writer and sink, read back through its readers: page views exactly,
+        sketches as the same distinct counts."""
+        logged = make_events(random.Random(17), 400)
+        cut = share_of(logged, 0.5)
+        gen = backend.load(cut, logged)
+        views = generation_views(gen, cut, logged)
+        hash_reads = [
+            HashRead(view, key, day, tuple(fields)) for (view, key, day), fields in views.hashes.items()
+        ]
+        rank_reads = [RankRead(view, day) for view, day in views.ranks]
+
+        async def read_back(batch: BatchReader, realtime: RealtimeReader) -> tuple[Any, ...]:
+            generation = await batch.generation(gen)
+            docs: dict[tuple[str, str, str], BatchDoc | None] = {}
+            for view in {view for view, _, _ in views.docs}:
+                wanted = [(key, day) for v, key, day in views.docs if v == view]
+                got = await batch.documents(view, [(gen, k, d) for k, d in wanted], [True] * len(wanted))
+                docs.update({(view, k, d): doc for (k, d), doc in zip(wanted, got, strict=True)})
+            rankings = {(view, day): await batch.ranking(view, gen, day) for view, day in views.rankings}
+            return generation, docs, rankings, await realtime.snapshot(hash_reads, rank_reads)
+
+        generation, docs, rankings, snapshot = backend.read_back(read_back)
+        assert (generation.cut, generation.day_map) == (views.info.cut, views.info.day_map)
+        assert docs == views.docs
+        assert rankings == views.rankings
+        assert snapshot.served is not None and snapshot.served.gen == gen
+        for read, got in zip(hash_reads, snapshot.hashes, strict=True):
+            expected = views.hashes[(read.view, read.key, read.day)]
+            assert set(got) == set(expected), read
+            for name, value in expected.items():
+                if name.startswith(PV):
+                    assert int(got[name]) == int(value), (read, name)
+                else:
+                    assert estimate([got[name]]) == estimate([value]), (read, name)
+        for rank, entries in zip(rank_reads, snapshot.ranks, strict=True):
+            assert dict(entries) == views.ranks[(rank.view, rank.day)], rank

@@ -1,9 +1,10 @@
-"""Views built in Python from events, for the serving tests: batch documents and realtime hashes
-computed the oracle's way (tests.oracle), in the stored shapes the serving layer reads.
+"""Views built in Python from events, for the serving tests: view rows, batch documents and
+realtime hashes computed the oracle's way (tests.oracle).
 
 :func:`generation_views` computes a served generation's views once; each backend of the serving
-suite (tests.serving_suite) writes them: :class:`MemoryBackend` here, into stores.memory's
-readers, and tests.integration.serving_fixtures' StoreBackend into MongoDB and Redis.
+suite (tests.serving_suite) writes its rows through that backend's write halves (batch writer,
+realtime sink) and reads them through its read halves: :class:`MemoryBackend` here, on
+stores.memory, and tests.integration.serving_fixtures' StoreBackend on MongoDB and Redis.
 :func:`commit_realtime` is a stand-in for one speed-layer micro-batch (same Redis layout,
 stores.redis.keys), for tests that need commits to move while queries run.
 """
@@ -23,10 +24,12 @@ import redis
 from datasketches import hll_sketch, tgt_hll_type
 
 from contract import PageView
+from generations.model import Generation
+from generations.state import GenerationState
 from serving_layer import QueryEngine
-from serving_layer.model import BatchDoc, GenerationInfo, Served, SpeedCommit
+from serving_layer.model import BatchDoc, Served, SpeedCommit
 from stores.base import BatchReader, RealtimeReader
-from stores.memory import MemoryBatchStore, MemoryRealtimeStore
+from stores.memory import MemoryBatchStore, MemoryRealtimeStore, MemoryTransaction
 from stores.redis import keys
 from tests.oracle import DIMENSION_KEYS, Bucket, dedup, recount
 
@@ -65,6 +68,24 @@ def batch_doc(b: Bucket) -> BatchDoc:
     )
 
 
+def view_row(view: str, key: str, day: str, b: Bucket) -> dict[str, Any]:
+    """A bucket as the view row both layers write (views.rows, with its ``view``)."""
+    hours = [
+        {"hour": h, "pv": pv, "uv": len(b.hours_visitors[h]), "sk": sketch_bytes(b.hours_visitors[h])}
+        for h, pv in enumerate(b.hours_pv)
+        if pv
+    ]
+    return {
+        "view": view,
+        "key": key,
+        "day": day,
+        "pv": b.pv,
+        "uv": len(b.visitors),
+        "sk": sketch_bytes(b.visitors),
+        "hours": hours,
+    }
+
+
 def realtime_fields(b: Bucket) -> dict[str, bytes]:
     """The hash the speed layer keeps for one (generation, view, key, day)."""
     fields: dict[str, bytes] = {keys.PV: str(b.pv).encode()}
@@ -96,12 +117,18 @@ def end_offsets(logged: Iterable[Logged]) -> dict[int, int]:
 
 @dataclass(frozen=True)
 class GenerationViews:
-    """One served generation's stored state, computed the oracle's way: what a backend writes.
+    """One served generation's views, computed the oracle's way: the rows a backend's write halves
+    store, and what its read halves must give back.
 
-    Computed once here and written by each backend (in memory, or MongoDB and Redis), so that the
-    serving suite checks every backend against the same views."""
+    Computed once here and written by each backend (in memory, or MongoDB and Redis) through its
+    writer and its sink, so that the serving suite checks every backend, both halves, against the
+    same views."""
 
-    info: GenerationInfo
+    info: Generation
+    batch_rows: list[dict[str, Any]]
+    """The view rows below the cut, for the batch writer."""
+    realtime_rows: list[dict[str, Any]]
+    """The view rows at or above the cut, for the realtime sink (one micro-batch)."""
     docs: dict[tuple[str, str, str], BatchDoc]
     """(view, key, day) -> batch document."""
     rankings: dict[tuple[str, str], list[tuple[str, int]]]
@@ -113,6 +140,11 @@ class GenerationViews:
     counted: frozenset[str]
     """The views (``name@fingerprint``) the speed layer counted the generation with."""
     commit: SpeedCommit
+
+    @property
+    def days(self) -> dict[str, list[str]]:
+        """view -> the days the generation's batch views hold (what the batch writer writes)."""
+        return {view: sorted(days) for view, days in self.info.day_map.items()}
 
 
 def generation_views(
@@ -126,31 +158,41 @@ def generation_views(
     day_map: dict[str, dict[str, int]] = {}
     docs: dict[tuple[str, str, str], BatchDoc] = {}
     rankings: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    batch_rows: list[dict[str, Any]] = []
     for view, buckets in recount(below).items():
         day_map[view] = {day: gen for _, day in buckets}
         by_day: dict[str, list[tuple[str, int]]] = {}
         for (key, day), b in buckets.items():
             docs[(view, key, day)] = batch_doc(b)
+            batch_rows.append(view_row(view, key, day, b))
             by_day.setdefault(day, []).append((key, b.pv))
         for day, counts in by_day.items():
             rankings[(view, day)] = sorted(counts, key=lambda kv: (-kv[1], kv[0]))
-    info = GenerationInfo(
-        gen,
-        dict(cut),
-        datetime.now(UTC),
-        datetime.now(UTC),
-        day_map,
-        {view: TEST_FINGERPRINT for view in VIEW_KEYS},
-        {view: {"per_site": view not in ("page", "site")} for view in VIEW_KEYS},
+    now = datetime.now(UTC)
+    info = Generation(
+        gen=gen,
+        kind="full",
+        state=GenerationState.SERVED,
+        cut=dict(cut),
+        started_at=now,
+        finished_at=now,
+        served_at=now,
+        day_map=day_map,
+        fingerprints={view: TEST_FINGERPRINT for view in VIEW_KEYS},
+        views={view: {"per_site": view not in ("page", "site")} for view in VIEW_KEYS},
     )
     hashes: dict[tuple[str, str, str], dict[str, bytes]] = {}
     ranks: dict[tuple[str, str], dict[str, float]] = {}
+    realtime_rows: list[dict[str, Any]] = []
     for view, buckets in recount(above).items():
         for (key, day), b in buckets.items():
             hashes[(view, key, day)] = realtime_fields(b)
+            realtime_rows.append(view_row(view, key, day, b))
             ranks.setdefault((view, day), {})[key] = float(b.pv)
     counted = frozenset(keys.view_mark(view, TEST_FINGERPRINT) for view in VIEW_KEYS)
-    return GenerationViews(info, docs, rankings, hashes, ranks, counted, SpeedCommit(0, dict(commit)))
+    return GenerationViews(
+        info, batch_rows, realtime_rows, docs, rankings, hashes, ranks, counted, SpeedCommit(0, dict(commit))
+    )
 
 
 class ServingBackend(ABC):
@@ -187,6 +229,15 @@ class ServingBackend(ABC):
 
         return asyncio.run(go())
 
+    def read_back(self, read: Callable[[BatchReader, RealtimeReader], Awaitable[T]]) -> T:
+        """``read`` this backend's stores through its readers directly (no engine)."""
+
+        async def go() -> T:
+            async with self.readers(batch_down=False, realtime_down=False) as (batch, realtime):
+                return await read(batch, realtime)
+
+        return asyncio.run(go())
+
     @abstractmethod
     def commit(self) -> SpeedCommit: ...
 
@@ -218,15 +269,18 @@ class MemoryBackend(ServingBackend):
     def load(self, cut: dict[int, int], logged: Sequence[Logged]) -> int:
         gen = max(self.batch.generations, default=0) + 1
         v = generation_views(gen, cut, logged)
+        written = self.batch.write(gen, v.batch_rows, v.days)
+        for view, entries in written.entries.items():
+            self.batch.write_rankings(view, gen, entries, v.days[view])
         self.batch.generations[gen] = v.info
-        for (view, key, day), doc in v.docs.items():
-            self.batch.docs[(view, gen, key, day)] = doc
-        for (view, day), ranking in v.rankings.items():
-            self.batch.rankings[(view, gen, day)] = ranking
-        for (view, key, day), fields in v.hashes.items():
-            self.realtime.hashes[(gen, view, key, day)] = fields
-        for (view, day), ranks in v.ranks.items():
-            self.realtime.ranks[(gen, view, day)] = ranks
+        sink = self.realtime.sink()
+        for row in v.realtime_rows:
+            sink.add(gen, row["view"], row)
+        sink.prepare()
+        txn: MemoryTransaction = []
+        sink.flush(txn)
+        for apply in txn:
+            apply()
         self.realtime.views[gen] = v.counted
         self.batch.served = gen
         self.realtime.served = Served(gen, dict(cut))

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
-from contract import utc
+from generations.model import GenerationError
 from generations.state import DROPPED, GenerationState
 from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable, GenerationInfo
 from stores.base import DocRef
@@ -43,25 +43,12 @@ from stores.mongo.codec import (
     ranking_from_chunks,
     with_hour_sketches,
 )
+from stores.mongo.generations import GENERATIONS, POINTERS, SERVED_ID, generation_of
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 PUBLISHED_STATES = frozenset({GenerationState.SERVED, GenerationState.SUPERSEDED, GenerationState.RETIRED})
-
-
-def generation_info(doc: dict[str, Any]) -> GenerationInfo:
-    started = utc.as_utc(doc["started_at"])
-    assert started is not None
-    return GenerationInfo(
-        gen=int(doc["_id"]),
-        cut={int(p): int(o) for p, o in doc["cut"].items()},
-        started_at=started,
-        served_at=utc.as_utc(doc.get("served_at")),
-        day_map=doc.get("day_map") or {},
-        fingerprints=doc.get("fingerprints") or {},
-        views=doc.get("views") or {},
-    )
 
 
 def _malformed(view: str, holder: int, ident: str, exc: MalformedDocument) -> BatchUnavailable:
@@ -98,18 +85,21 @@ class MongoBatchReader:
         info = self._generations.get(gen)
         if info is not None:
             return info
-        doc = await self._call(self.db["generations"].find_one({"_id": gen}))
+        doc = await self._call(self.db[GENERATIONS].find_one({"_id": gen}))
         if doc is None:
             if gen == GENERATION_ZERO.gen:
                 return GENERATION_ZERO
             raise BatchUnavailable(f"generation {gen} is not in the registry")
-        info = generation_info(doc)
+        try:
+            info = generation_of(doc)
+        except GenerationError as exc:
+            raise BatchUnavailable(str(exc)) from exc
         if doc.get("state") in PUBLISHED_STATES | DROPPED:
             self._generations[gen] = info
         return info
 
     async def served_generation(self) -> GenerationInfo | None:
-        pointer = await self._call(self.db["registry"].find_one({"_id": "served"}))
+        pointer = await self._call(self.db[POINTERS].find_one({"_id": SERVED_ID}))
         return None if pointer is None else await self.generation(int(pointer["gen"]))
 
     async def documents(

@@ -7,8 +7,9 @@
   registry, no Spark), for API tests that write events and read them back from realtime views.
 
 :class:`StoreBackend` is the serving suite's backend (tests.serving_suite) on MongoDB and Redis:
-it writes the oracle's views (tests.serving_support.generation_views) in the stored layouts the
-batch and speed layers write, and queries them through the real readers.
+it writes the oracle's views (tests.serving_support.generation_views) through the stores' write
+halves the batch and speed layers use (stores.mongo.writer, stores.redis.sink), and queries them
+through their read halves.
 """
 
 from __future__ import annotations
@@ -28,27 +29,31 @@ from pymongo import AsyncMongoClient, MongoClient
 from batch_layer.job import BatchJob
 from config.settings import Settings
 from contract import TimeBounds, decode
-from generations.registry import Generation, GenerationRegistry
+from generations.model import Generation
+from generations.registry import GenerationRegistry
 from ingest.topics import log_end_offsets
-from serving_layer.model import BatchDoc, SpeedCommit
+from serving_layer.model import SpeedCommit
 from speed_layer.job import SpeedJob
-from stores.base import BatchReader, RealtimeReader
+from stores.base import BatchReader, Entry, RealtimeReader
 from stores.mongo.codec import (
-    INLINE_SKETCHES_MAX,
     collection_name,
     rank_document_id,
     rank_documents,
     ranking_from_chunks,
-    row_to_documents,
 )
+from stores.mongo.generations import MongoGenerationStore
 from stores.mongo.reader import MongoBatchReader
+from stores.mongo.writer import MongoBatchWriter
 from stores.redis import keys
 from stores.redis.reader import RedisRealtimeReader, connect
+from stores.redis.sink import RedisRealtimeSink
 from tests.integration.conftest import isolated_platform, produce, traffic
 from tests.integration.test_ingest_kafka import consume_all
 from tests.serving_support import GenerationViews, Logged, ServingBackend, generation_views
 
 WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))
+REALTIME_TTL_S = 7 * 86400
+"""How long the suite's realtime keys live (the speed layer's own TTL is a setting)."""
 
 
 def read_log(settings: Settings) -> list[Logged]:
@@ -147,22 +152,6 @@ async def store_readers(
         await mongo.close()
 
 
-def stored_documents(key: str, day: str, doc: BatchDoc) -> list[dict[str, Any]]:
-    """A batch document as the batch layer stores it (stores.mongo.codec.row_to_documents of its row).
-
-    The suite's sketches are small (a few dozen visitors), so the keys of odd length keep their
-    hour sketches apart whatever their size: every case reads both layouts on the real store.
-    """
-    assert doc.h_sk is not None
-    hours = [
-        {"hour": h, "pv": pv, "uv": uv, "sk": sk}
-        for h, (pv, uv, sk) in enumerate(zip(doc.h_pv, doc.h_uv, doc.h_sk, strict=True))
-        if pv
-    ]
-    row = {"key": key, "day": day, "pv": doc.pv, "uv": doc.uv, "sk": doc.sk, "hours": hours}
-    return row_to_documents(row, inline_max=-1 if len(key) % 2 else INLINE_SKETCHES_MAX)
-
-
 class StoreBackend(ServingBackend):
     """The serving suite's backend on MongoDB (FerretDB) and Redis; every load a new generation."""
 
@@ -188,40 +177,38 @@ class StoreBackend(ServingBackend):
         return self.gen
 
     def _write_batch(self, v: GenerationViews) -> None:
-        info = v.info
-        by_view: dict[str, list[dict[str, Any]]] = {}
-        for (view, key, day), doc in v.docs.items():
-            by_view.setdefault(view, []).extend(stored_documents(key, day, doc))
-        for (view, day), ranking in v.rankings.items():
-            by_view.setdefault(view, []).extend(rank_documents(day, ranking))
-        for view, docs in by_view.items():
-            self.db[collection_name(view, info.gen)].insert_many(docs)
-        generation = Generation(
-            info.gen,
-            "full",
-            "served",
-            info.cut,
-            info.started_at,
-            info.served_at,
-            info.served_at,
-            day_map=info.day_map,
-            fingerprints=info.fingerprints,
-            views=info.views,
-        )
-        self.db["generations"].insert_one(generation.to_document())
-        self.db["registry"].replace_one(
-            {"_id": "served"}, {"_id": "served", "gen": info.gen, "at": info.served_at}, upsert=True
-        )
+        """Through the batch layer's writer. The suite's sketches are small (a few dozen visitors),
+        so the keys of odd length keep their hour sketches apart whatever their size: every case
+        reads both layouts on the real store."""
+        gen = v.info.gen
+        apart = [row for row in v.batch_rows if len(row["key"]) % 2]
+        inline = [row for row in v.batch_rows if not len(row["key"]) % 2]
+        url = self.settings.mongo_url
+        entries: dict[str, list[Entry]] = {}
+        for writer, rows in (
+            (MongoBatchWriter(self.db, url, inline_max=-1), apart),
+            (MongoBatchWriter(self.db, url), inline),
+        ):
+            for view, written in writer.write(gen, rows, v.days).entries.items():
+                entries.setdefault(view, []).extend(written)
+        rankings = MongoBatchWriter(self.db, url)
+        for view, written in entries.items():
+            rankings.write_rankings(view, gen, written, v.days[view])
+        registry = MongoGenerationStore(self.db)
+        registry.insert(v.info)
+        assert v.info.served_at is not None
+        registry.point_served(gen, v.info.served_at)
 
     def _write_realtime(self, v: GenerationViews) -> None:
+        """Through the speed layer's sink, flushed in the transaction that commits."""
         gen = v.info.gen
+        sink = RedisRealtimeSink(self.redis, REALTIME_TTL_S)
+        for row in v.realtime_rows:
+            sink.add(gen, row["view"], row)
+        sink.prepare()
         with self.redis.pipeline(transaction=True) as pipe:
-            for (view, key, day), fields in v.hashes.items():
-                pipe.hset(keys.realtime_key(gen, view, key, day), mapping=dict(fields))
-            for (view, day), ranks in v.ranks.items():
-                pipe.zadd(keys.realtime_rank_key(gen, view, day), dict(ranks))
+            sink.flush(pipe)
             pipe.sadd(keys.realtime_views_key(gen), keys.VIEWS_SENTINEL, *v.counted)
-            pipe.sadd(keys.REALTIME_GENS, gen)
             pipe.set(keys.SERVED, keys.encode_served(keys.Served(gen, v.info.cut)))
             pipe.set(keys.SPEED_COMMIT, keys.encode_commit(v.commit))
             pipe.execute()

@@ -17,9 +17,10 @@ from pymongo.database import Database
 
 from config.settings import Settings
 from contract import utc
-from generations.model import Offsets
-from generations.registry import GenerationError, GenerationRegistry
+from generations.model import GenerationError, Offsets
+from generations.registry import GenerationRegistry
 from generations.state import GenerationState as S
+from stores.mongo.generations import LOCK_ID
 from stores.redis import keys
 from tests.integration.conftest import LogEnd, empty_redis_db
 
@@ -72,10 +73,10 @@ def test_one_run_holds_the_lock_and_only_its_token_releases_it(registry: Generat
 
 def test_a_lock_past_its_lease_is_taken_over(registry: GenerationRegistry) -> None:
     def held_since(age_s: float) -> None:
-        registry.pointers.replace_one(
-            {"_id": registry.LOCK_ID},
+        registry.store.pointers.replace_one(
+            {"_id": LOCK_ID},
             {
-                "_id": registry.LOCK_ID,
+                "_id": LOCK_ID,
                 "token": "other-host:1:0",
                 "since": utc.now() - timedelta(seconds=age_s),
             },
@@ -88,7 +89,7 @@ def test_a_lock_past_its_lease_is_taken_over(registry: GenerationRegistry) -> No
     held_since(registry.LOCK_TTL_S + 60)
     token = registry.acquire_lock()
     assert token.startswith(f"{socket.gethostname()}:")
-    assert registry.pointers.find_one({"_id": registry.LOCK_ID}, {"_id": 0, "token": 1}) == {"token": token}
+    assert registry.store.pointers.find_one({"_id": LOCK_ID}, {"_id": 0, "token": 1}) == {"token": token}
 
 
 # --- the life of a generation -----------------------------------------------------------------
@@ -182,7 +183,7 @@ def test_generations_left_in_progress_by_a_crashed_run_are_failed(
 ) -> None:
     registry.ensure_hot_copy()
     building = registry.open("full")
-    registry.generations.insert_one(
+    registry.store.generations.insert_one(
         {"_id": 7, "kind": "full", "state": "opening", "cut": {}, "started_at": utc.now()}
     )
     assert sorted(g.gen for g in registry.abandon_stale()) == [building.gen, 7]
@@ -203,7 +204,9 @@ def test_retiring_keeps_the_newest_published_and_dropping_marks_the_document(
 
     registry.mark_dropped(retired[0])
     assert retired[0].state is S.RETIRED_DROPPED
-    assert registry.generations.find_one({"_id": 1}, {"_id": 0, "state": 1}) == {"state": "retired-dropped"}
+    assert registry.store.generations.find_one({"_id": 1}, {"_id": 0, "state": 1}) == {
+        "state": "retired-dropped"
+    }
     with pytest.raises(ValueError, match="never dropped"):
         registry.mark_dropped(registry.served())
 
@@ -224,10 +227,10 @@ def test_documents_stored_as_plain_strings_load_and_an_unknown_state_fails_clear
     registry: GenerationRegistry,
 ) -> None:
     base = {"kind": "full", "cut": {"0": 1}, "started_at": utc.now()}
-    registry.generations.insert_many(
+    registry.store.generations.insert_many(
         [{"_id": 1, "state": "failed-dropped", **base}, {"_id": 2, "state": "superseded", **base}]
     )
     assert [g.state for g in registry.all()] == [S.FAILED_DROPPED, S.SUPERSEDED]
-    registry.generations.insert_one({"_id": 3, "state": "paused", **base})
+    registry.store.generations.insert_one({"_id": 3, "state": "paused", **base})
     with pytest.raises(GenerationError, match="generation 3: unknown state 'paused'"):
         registry.all()

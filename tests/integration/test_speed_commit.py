@@ -21,8 +21,8 @@ from datasketches import hll_sketch
 from pymongo import MongoClient
 
 from config.settings import Settings
-from generations.model import Offsets, SpeedCommit
-from generations.registry import Generation, GenerationRegistry
+from generations.model import Generation, Offsets, SpeedCommit
+from generations.registry import GenerationRegistry
 from speed_layer.commit import Committer, RealtimeStateLost, already_committed
 from speed_layer.progress import BatchReport
 from stores.redis import keys

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from batch_layer.job import plan_days
-from batch_layer.master import Segment
-from generations.registry import Generation
+from batch_layer.segment import Segment
+from generations.model import Generation
 from generations.state import GenerationState
 
 T = datetime(2024, 6, 1, tzinfo=UTC)

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batch_layer.master import AbsorbError, Segment, absorb_ranges, segments_end
+from batch_layer.master import AbsorbError, absorb_ranges
+from batch_layer.segment import Segment, segments_end
+from stores.mongo.manifest import segment_document, segment_of
 
 T = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -31,11 +33,11 @@ def test_a_segment_round_trips_through_its_manifest_document() -> None:
         T,
         {"url": 1},
     )
-    doc = s.to_document()
+    doc = segment_document(s)
     assert doc["_id"] == s.segment_id and doc["ranges"] == {"0": [10, 20], "3": [0, 5]}
-    assert Segment.from_document(doc) == s
+    assert segment_of(doc) == s
     del doc["invalid_reasons"]  # a segment committed before reasons were recorded
-    assert Segment.from_document(doc).invalid_reasons == {}
+    assert segment_of(doc).invalid_reasons == {}
 
 
 def test_the_absorbed_log_ends_at_the_highest_end_of_each_partition() -> None:

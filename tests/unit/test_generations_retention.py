@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from generations import retention
-from generations.registry import Generation
+from generations.model import Generation
 from generations.state import GenerationState as S
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

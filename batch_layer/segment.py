@@ -1,0 +1,31 @@
+"""A segment of the master dataset: one absorb's exact offset ranges, and where they end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Segment:
+    segment_id: str
+    gen: int
+    path: str
+    ranges: dict[int, tuple[int, int]]
+    """partition -> [from, to) offsets absorbed."""
+    events: int
+    invalid: int
+    days: list[str]
+    committed_at: datetime
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+    """Invalid records per field of their reason (``reason_field``)."""
+
+
+def segments_end(segments: Iterable[Segment]) -> dict[int, int]:
+    """Per partition, the offset up to which these segments cover the log (the highest end)."""
+    end: dict[int, int] = {}
+    for segment in segments:
+        for p, (_, to) in segment.ranges.items():
+            end[p] = max(end.get(p, 0), to)
+    return end

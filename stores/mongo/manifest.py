@@ -1,0 +1,79 @@
+"""The master dataset's manifest on MongoDB: one document per committed segment in
+``master_segments``, and the one codec of a segment's document.
+
+Committing a segment is one document insert, atomic: readers of the master dataset read only the
+segments listed here (batch_layer.master).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.database import Database
+
+from batch_layer.segment import Segment
+
+MANIFEST = "master_segments"
+
+
+def segment_document(s: Segment) -> dict[str, Any]:
+    """A committed segment as its manifest document."""
+    return {
+        "_id": s.segment_id,
+        "gen": s.gen,
+        "path": s.path,
+        "ranges": {str(p): [a, b] for p, (a, b) in s.ranges.items()},
+        "events": s.events,
+        "invalid": s.invalid,
+        "days": s.days,
+        "committed_at": s.committed_at,
+        "invalid_reasons": s.invalid_reasons,
+    }
+
+
+def segment_of(doc: dict[str, Any]) -> Segment:
+    """A segment from its manifest document (those written before reasons were counted have none)."""
+    return Segment(
+        segment_id=doc["_id"],
+        gen=doc["gen"],
+        path=doc["path"],
+        ranges={int(p): (int(a), int(b)) for p, (a, b) in doc["ranges"].items()},
+        events=doc["events"],
+        invalid=doc["invalid"],
+        days=list(doc["days"]),
+        committed_at=doc["committed_at"],
+        invalid_reasons=dict(doc.get("invalid_reasons") or {}),
+    )
+
+
+def invalid_reasons_total(per_segment: Iterable[Mapping[str, int] | None]) -> dict[str, int]:
+    """Invalid records per field of their reason, summed over segments: what the batch layer has
+    dead-lettered, each record once whatever crashes repeated."""
+    total: dict[str, int] = {}
+    for reasons in per_segment:
+        if isinstance(reasons, Mapping):
+            for name, n in reasons.items():
+                total[name] = total.get(name, 0) + int(n)
+    return total
+
+
+class MongoManifest:
+    """The manifest (stores.base.ManifestStore) in a MongoDB database."""
+
+    def __init__(self, db: Database[dict[str, Any]]) -> None:
+        self.collection = db[MANIFEST]
+
+    def segments(self) -> list[Segment]:
+        """The committed segments, by generation and id."""
+        return sorted((segment_of(d) for d in self.collection.find({})), key=lambda s: (s.gen, s.segment_id))
+
+    def commit(self, segment: Segment) -> None:
+        self.collection.insert_one(segment_document(segment))
+
+
+async def dead_letters(db: AsyncDatabase[dict[str, Any]]) -> dict[str, int]:
+    """:func:`invalid_reasons_total` of every committed segment, read by the API (asynchronously)."""
+    reasons = [doc.get("invalid_reasons") async for doc in db[MANIFEST].find({}, {"invalid_reasons": 1})]
+    return invalid_reasons_total(reasons)
