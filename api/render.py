@@ -8,7 +8,7 @@ cores): a 30-day hourly timeseries (720 buckets) 3.4 ms by hand against 8.4 ms t
 models, a 10-value breakdown 86 us against 208 us (median models/hand 2.43 and 2.52); the models
 would cost the 720-bucket answer 5 ms of a worker's CPU per request. That each renderer writes
 exactly its model (same keys, values and key order) is checked for every endpoint in
-tests/unit/test_render.py, so the two cannot drift.
+tests/unit/api/test_render.py, so the two cannot drift.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ is. The pattern matches a conservative subset of those records (printable ASCII 
 strictest URL shape); anything else, valid or not, goes through the contract's own code as before
 (``contract.spark_schema``). Recognising is therefore never a second definition of a rule: it can
 only send a record to the full check, never accept one the contract rejects, and
-``tests/unit/test_contract_canonical.py`` holds it to that with generated records.
+``tests/unit/contract/test_canonical.py`` holds it to that with generated records.
 
 The pattern is built from the contract's own constants (identifier characters and length, host
 labels, length limits, the country rule), so tightening one of them tightens the pattern too. It is

@@ -24,7 +24,7 @@ from contract import ContractError, TimeBounds, decode, encode
 from contract.codec import MAX_PAYLOAD_BYTES
 from contract.events import MAX_ID_LENGTH, MAX_URL_LENGTH, MAX_USER_AGENT_LENGTH, PageView
 from contract.utc import epoch_seconds
-from tests.unit.test_contract import raw_urls
+from tests.unit.contract.test_contract import raw_urls
 
 LOG_BASE = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 WINDOW = TimeBounds(max_future=timedelta(minutes=5), max_past=timedelta(days=30))

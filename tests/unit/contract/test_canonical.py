@@ -1,7 +1,7 @@
 """The layers' fast path: a record recognised as canonical is one the contract accepts with exactly
 the values it spells, and the records ingest writes are recognised.
 
-The cross-layer property (tests/unit/test_contract_layers.py) already compares every verdict and
+The cross-layer property (tests/unit/contract/test_layers.py) already compares every verdict and
 value of the layers with ingest's, canonical records included; these tests pin the recogniser
 itself: the pattern (Python and Java read it alike), and that it is really taken.
 """
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from contract import ContractError, TimeBounds, decode, encode
 from contract.canonical import CANONICAL_PATTERN, MAX_LENGTHS
 from ingest.generator import GeneratorConfig, TrafficGenerator
-from tests.unit.test_contract_layers import WINDOW, canonical_records, generated, kafka_frame, raw_records
+from tests.unit.contract.test_layers import WINDOW, canonical_records, generated, kafka_frame, raw_records
 
 PATTERN = re.compile(CANONICAL_PATTERN)
 
