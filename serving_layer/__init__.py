@@ -1,7 +1,7 @@
 """The serving layer: exact merge of batch and realtime views at query time (no HTTP here).
 
 - ``engine``: the query engine (pageviews, unique visitors, top keys) and its answers;
-- ``readers``: the two reader interfaces; ``mongo``, ``redis_realtime`` and ``memory`` implement them;
+- ``model``: the values and errors of a query (the readers it reads through are in ``stores``);
 - ``tiling``: ranges as whole days plus hours at the edges;
 - ``consistency``: offsets tokens for read-your-writes.
 """
