@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generations.model import Generation
-from stores.mongo.writer import MongoBatchWriter
+from stores.base import BatchViewWriter
 
 COMPARED = ("pv", "uv", "h_pv", "h_uv")
 """Exact values; sketches are compared through these (their bytes depend on insertion order)."""
@@ -24,7 +24,7 @@ class ViewDiff:
 
 
 def diff_generations(
-    store: MongoBatchWriter, a: Generation, b: Generation, sample_size: int = 5
+    store: BatchViewWriter, a: Generation, b: Generation, sample_size: int = 5
 ) -> list[ViewDiff]:
     """Every view either generation has, compared document by document as each one serves it."""
     return [

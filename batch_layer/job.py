@@ -36,6 +36,7 @@ from generations.model import Generation
 from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
+from stores.base import BatchViewWriter
 from stores.mongo.codec import collection_name
 from stores.mongo.writer import MongoBatchWriter
 from stores.redis.teardown import drop_generations, realtime_generations
@@ -121,7 +122,7 @@ class BatchJob:
         self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
         self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
         self.master = MasterDataset(settings, self.db)
-        self.store = MongoBatchWriter(self.db, settings.mongo_url)
+        self.store: BatchViewWriter = MongoBatchWriter(self.db, settings.mongo_url)
 
     def close(self) -> None:
         self.mongo.close()
