@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
-from pymongo import MongoClient
 
 from batch_layer import faults
 from batch_layer.master import MasterDataset
@@ -37,7 +36,9 @@ from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
 from stores.base import BatchViewWriter
+from stores.mongo.client import connect
 from stores.mongo.codec import collection_name
+from stores.mongo.manifest import MongoManifest
 from stores.mongo.writer import MongoBatchWriter
 from stores.redis.teardown import drop_generations, realtime_generations
 from views import all_views, compute, describe, fingerprint, input_columns
@@ -115,13 +116,11 @@ class BatchJob:
     def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
         self.settings = settings
         self.spark = spark or spark_session(settings, "lambda-batch")
-        self.mongo: MongoClient[dict[str, Any]] = MongoClient(
-            settings.mongo_url, serverSelectionTimeoutMS=5000
-        )
+        self.mongo = connect(settings)
         self.db = self.mongo[settings.mongo_db]
         self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
         self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
-        self.master = MasterDataset(settings, self.db)
+        self.master = MasterDataset(settings, MongoManifest(self.db))
         self.store: BatchViewWriter = MongoBatchWriter(self.db, settings.mongo_url)
 
     def close(self) -> None:

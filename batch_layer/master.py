@@ -26,16 +26,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pymongo.database import Database
-
-from batch_layer.segment import Segment, segments_end
+from batch_layer.segment import Segment, invalid_reasons_total, segments_end
 from config.settings import Settings
 from config.spark import hadoop_path
 from contract.codec import bounds_from, reason_field
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
-from stores.mongo.manifest import MongoManifest, invalid_reasons_total
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -163,13 +160,13 @@ def absorb_ranges(
 
 
 class MasterDataset:
-    """The manifest (a stores.base.ManifestStore: MongoDB's, given its database) and the files
-    (any Hadoop-compatible file system)."""
+    """The manifest (a stores.base.ManifestStore) and the files (any Hadoop-compatible file
+    system)."""
 
-    def __init__(self, settings: Settings, db: Database[dict[str, Any]]) -> None:
+    def __init__(self, settings: Settings, manifest: ManifestStore) -> None:
         self.settings = settings
         self.root = settings.master_uri.rstrip("/")
-        self.manifest: ManifestStore = MongoManifest(db)
+        self.manifest = manifest
 
     def segments(self) -> list[Segment]:
         return self.manifest.segments()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,3 +29,14 @@ def segments_end(segments: Iterable[Segment]) -> dict[int, int]:
         for p, (_, to) in segment.ranges.items():
             end[p] = max(end.get(p, 0), to)
     return end
+
+
+def invalid_reasons_total(per_segment: Iterable[Mapping[str, int] | None]) -> dict[str, int]:
+    """Invalid records per field of their reason, summed over segments: what the batch layer has
+    dead-lettered, each record once whatever crashes repeated."""
+    total: dict[str, int] = {}
+    for reasons in per_segment:
+        if isinstance(reasons, Mapping):
+            for name, n in reasons.items():
+                total[name] = total.get(name, 0) + int(n)
+    return total

@@ -7,13 +7,12 @@ segments listed here (batch_layer.master).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 
-from batch_layer.segment import Segment
+from batch_layer.segment import Segment, invalid_reasons_total
 
 MANIFEST = "master_segments"
 
@@ -46,17 +45,6 @@ def segment_of(doc: dict[str, Any]) -> Segment:
         committed_at=doc["committed_at"],
         invalid_reasons=dict(doc.get("invalid_reasons") or {}),
     )
-
-
-def invalid_reasons_total(per_segment: Iterable[Mapping[str, int] | None]) -> dict[str, int]:
-    """Invalid records per field of their reason, summed over segments: what the batch layer has
-    dead-lettered, each record once whatever crashes repeated."""
-    total: dict[str, int] = {}
-    for reasons in per_segment:
-        if isinstance(reasons, Mapping):
-            for name, n in reasons.items():
-                total[name] = total.get(name, 0) + int(n)
-    return total
 
 
 class MongoManifest:
