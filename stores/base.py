@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from batch_layer.segment import Segment
     from generations.model import Generation
     from generations.state import GenerationState
-    from serving_layer.model import GenerationInfo, HashRead, RankRead, RealtimeSnapshot
+    from serving_layer.model import HashRead, RankRead, RealtimeSnapshot
 
 DocRef = tuple[int, str, str]
 """(generation holding the document, key, day)."""
@@ -214,11 +214,11 @@ class BatchViewWriter(Protocol):
 class BatchReader(Protocol):
     """The serving layer's side of the batch views: published generations and their documents."""
 
-    async def generation(self, gen: int) -> GenerationInfo:
+    async def generation(self, gen: int) -> Generation:
         """A published generation (raises BatchUnavailable if it cannot be read)."""
         ...
 
-    async def served_generation(self) -> GenerationInfo | None:
+    async def served_generation(self) -> Generation | None:
         """The served generation from the durable registry (used when Redis cannot say)."""
         ...
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from generations.model import Generation
 from serving_layer.model import (
     GENERATION_ZERO,
     BatchUnavailable,
-    GenerationInfo,
     HashRead,
     RankRead,
     RealtimeSnapshot,
@@ -51,7 +51,7 @@ class MemoryBatchStore:
     """Batch views in memory: the write half (stores.base.BatchViewWriter) and the read half
     (stores.base.BatchReader)."""
 
-    generations: dict[int, GenerationInfo] = field(default_factory=dict)
+    generations: dict[int, Generation] = field(default_factory=dict)
     served: int | None = None
     docs: dict[tuple[str, int, str, str], BatchDoc] = field(default_factory=dict)
     """(view, holder generation, key, day) -> document."""
@@ -63,7 +63,7 @@ class MemoryBatchStore:
         if self.down:
             raise BatchUnavailable("memory batch reader is down")
 
-    async def generation(self, gen: int) -> GenerationInfo:
+    async def generation(self, gen: int) -> Generation:
         self._check()
         if gen not in self.generations and gen == GENERATION_ZERO.gen:
             return GENERATION_ZERO
@@ -72,7 +72,7 @@ class MemoryBatchStore:
         except KeyError:
             raise BatchUnavailable(f"generation {gen} is not in the registry") from None
 
-    async def served_generation(self) -> GenerationInfo | None:
+    async def served_generation(self) -> Generation | None:
         self._check()
         return None if self.served is None else self.generations[self.served]
 

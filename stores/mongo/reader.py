@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
-from generations.model import GenerationError
+from generations.model import Generation, GenerationError
 from generations.state import DROPPED, GenerationState
-from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable, GenerationInfo
+from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable
 from stores.base import DocRef
 from stores.mongo.cache import LruCache
 from stores.mongo.codec import (
@@ -71,7 +71,7 @@ class MongoBatchReader:
         self.db = client[db_name]
         self.documents_cache: LruCache[BatchDoc | None] = LruCache(cache_bytes)
         self.rankings_cache: LruCache[list[tuple[str, int]]] = LruCache(cache_bytes // 4)
-        self._generations: dict[int, GenerationInfo] = {}
+        self._generations: dict[int, Generation] = {}
         self._reads = asyncio.Semaphore(max_concurrent)
         self._in_flight: dict[tuple[str, int, str, str, bool], asyncio.Future[BatchDoc | None]] = {}
 
@@ -81,7 +81,7 @@ class MongoBatchReader:
         except PyMongoError as exc:
             raise BatchUnavailable(f"MongoDB: {exc}") from exc
 
-    async def generation(self, gen: int) -> GenerationInfo:
+    async def generation(self, gen: int) -> Generation:
         info = self._generations.get(gen)
         if info is not None:
             return info
@@ -98,7 +98,7 @@ class MongoBatchReader:
             self._generations[gen] = info
         return info
 
-    async def served_generation(self) -> GenerationInfo | None:
+    async def served_generation(self) -> Generation | None:
         pointer = await self._call(self.db[POINTERS].find_one({"_id": SERVED_ID}))
         return None if pointer is None else await self.generation(int(pointer["gen"]))
 
