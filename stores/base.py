@@ -12,11 +12,12 @@
   :class:`RealtimeReader`, the served pointer, the speed commit and the realtime views in one
   consistent snapshot.
 
-``stores.memory`` implements all four in memory: the engine's unit tests, the reference for a new
-backend, and a backend of the suite every backend passes (tests/serving_suite.py). A new backend
-is a package here plus one fixture of that suite. Everything the serving layer reads is async (the
-API serves many queries per worker, and a query's reads wait on the network, not the CPU); the
-writers run in the batch and speed jobs and are synchronous.
+``stores.memory`` implements both halves of the batch and realtime views in memory: the engine's
+unit tests, the reference for a new backend, and a backend of the suite every backend passes
+(tests/serving_suite.py). A new backend is a package here plus one fixture of that suite.
+Everything the serving layer reads is async (the API serves many queries per worker, and a
+query's reads wait on the network, not the CPU); the writers run in the batch and speed jobs and
+are synchronous.
 """
 
 from __future__ import annotations
