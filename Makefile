@@ -108,7 +108,7 @@ api-start: ## the API in the background (output: var/log/api.out)
 api-stop: ## stop the background API
 	@$(PY) -m api stop
 
-test: ## run the whole test suite (starts and stops its own stack on separate ports)
+test: lint ## lint, then the whole test suite (starts and stops its own stack on separate ports)
 	@$(PY) -m pytest -q
 
 test-unit: ## run only the tests that need no services

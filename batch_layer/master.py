@@ -33,6 +33,7 @@ from pymongo.database import Database
 from config.settings import Settings
 from config.spark import hadoop_path
 from contract.codec import bounds_from, reason_field
+from contract.events import PageView
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ log = logging.getLogger(__name__)
 INVALID_PARTITION = "invalid"
 UNJUDGED_PARTITION = "unjudged"
 """Between the absorb's two passes only: the records the first did not recognise, for the second."""
-EVENT_COLUMNS = ("event_id", "ts", "visitor_id", "url", "referrer", "user_agent", "country")
+EVENT_COLUMNS = tuple(name for name in PageView.model_fields if name != "schema_version")
+"""The contract's fields as a segment row holds them: the event's own, then ``schema_version``."""
 
 
 def segment_rows(parsed: DataFrame) -> DataFrame:

@@ -93,31 +93,6 @@ UNJUDGED = "unjudged: not in the canonical form, for the contract's own check"
 _CANONICAL = "_canonical"
 
 
-def parsed_schema() -> StructType:
-    """What :func:`parse_kafka_records` yields: the contract's columns, the record's log position,
-    its original bytes and the verdict."""
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    return StructType(
-        [
-            *event_schema().fields,
-            StructField("kafka_partition", IntegerType(), True),
-            StructField("kafka_offset", LongType(), True),
-            StructField("log_time", TimestampType(), True),
-            StructField("_raw", BinaryType(), True),
-            StructField(INVALID_COLUMN, StringType(), True),
-        ]
-    )
-
-
 def judge_column(values: pd.Series, log_us: pd.Series, bounds: TimeBounds) -> pd.DataFrame:
     """Body of the vectorised UDF of :func:`parse_kafka_records`: each non-null record through
     :func:`contract.codec.decode`, the very code ingest validates with, its event-time window
@@ -204,11 +179,6 @@ def canonical_time(spark: SparkSession, value: Column) -> Column:
         RECOGNISER_FUNCTION, recogniser, jvm.org.apache.spark.sql.types.DataTypes.LongType
     )
     return F.call_function(RECOGNISER_FUNCTION, value)
-
-
-def canonical_shape(spark: SparkSession, value: Column) -> Column:
-    """True for a record whose bytes have the canonical form (:func:`canonical_time`)."""
-    return canonical_time(spark, value).isNotNull()
 
 
 def recognise(records: DataFrame, bounds: TimeBounds) -> DataFrame:

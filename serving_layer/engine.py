@@ -196,13 +196,6 @@ class SeriesAnswer:
 
 
 @dataclass(frozen=True)
-class ViewStatus:
-    name: str
-    ready: bool
-    problem: str | None
-
-
-@dataclass(frozen=True)
 class ServingState:
     """What /v1/status reports of the serving side: the served generation and the speed layer."""
 
