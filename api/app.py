@@ -19,11 +19,11 @@ from fastapi.openapi.utils import get_openapi
 from pymongo import AsyncMongoClient
 
 from api import render
-from api.deps import Services
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.routes import dashboard, dimensions, events, ops, queries
+from api.services import Services
 from config.settings import Settings, get_settings
 from contract import PageView
 from serving_layer import (

@@ -19,8 +19,7 @@ import orjson
 from fastapi import Response
 
 from api.events import Accepted
-from serving_layer import Coverage, PageviewsAnswer, TopAnswer, UniqueVisitorsAnswer
-from serving_layer.engine import Distinct, SeriesAnswer
+from serving_layer import Coverage, Distinct, PageviewsAnswer, SeriesAnswer, TopAnswer, UniqueVisitorsAnswer
 from views.scopes import value_of
 
 LEGACY_VIEW_NAMES = {"page": "url_traffic", "site": "site_traffic"}

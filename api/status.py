@@ -8,11 +8,10 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from api.deps import Services
 from api.kafka import KafkaUnavailable, LogOffsets
+from api.services import Services
 from contract import utc
-from serving_layer import NothingServed, ServingError
-from serving_layer.engine import ServingState
+from serving_layer import NothingServed, ServingError, ServingState
 
 
 def _parse_time(value: object) -> datetime | None:

@@ -39,8 +39,16 @@ from api.schemas import (
     Totals,
 )
 from api.schemas import Distinct as DistinctModel
-from serving_layer import Coverage, Granularity, TopAnswer
-from serving_layer.engine import Distinct, SeriesAnswer, SeriesPoint, SeriesQuery, TopQuery
+from serving_layer import (
+    Coverage,
+    Distinct,
+    Granularity,
+    SeriesAnswer,
+    SeriesPoint,
+    SeriesQuery,
+    TopAnswer,
+    TopQuery,
+)
 from views.scopes import value_of
 
 START = datetime(2026, 10, 22, tzinfo=UTC)

@@ -24,12 +24,13 @@ from serving_layer import (
     BatchUnavailable,
     ConsistencyTimeout,
     Granularity,
+    PageviewsAnswer,
     QueryEngine,
     ReadAfter,
+    SeriesAnswer,
     SeriesQuery,
     TopQuery,
 )
-from serving_layer.engine import PageviewsAnswer, SeriesAnswer
 from serving_layer.model import NotReady, SpeedCommit
 from serving_layer.tiling import DAY, buckets
 from tests.oracle import DIMENSION_KEYS, dedup
