@@ -1,8 +1,8 @@
 """Response models: the one definition of every answer's shape, and the API's OpenAPI document,
 with an example for every answer.
 
-Handlers write their JSON by hand (api.render: dicts encoded by orjson), which is several times
-cheaper than building and serialising these models on a large answer (figures in api.render).
+Handlers write their JSON by hand (api.render: dicts encoded by orjson), cheaper than building
+and serialising these models on a large answer (docs/design.md has the figures).
 So that the two cannot drift, tests/unit/test_render.py checks every renderer against its model:
 the rendered JSON validates, the model gives back the same content (no key more or less, the same
 values), and each object's keys come in the model's order, its own fields before the ones it

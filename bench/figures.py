@@ -555,6 +555,23 @@ TABLES: dict[str, Table] = {
             ),
         ),
     ),
+    "render": Table(
+        ("answer", "by hand (orjson), per render", "through the models, per render", "models / hand"),
+        tuple(
+            (
+                label,
+                f"{{render:answers/{key}/hand_us:,.1f}} µs",
+                f"{{render:answers/{key}/models_us:,.1f}} µs",
+                f"{{render:answers/{key}/models_over_hand:.2f}}x",
+            )
+            for label, key in (
+                ("30-day hourly timeseries (720 buckets)", "timeseries_720_hours"),
+                ("breakdown of 10 values", "breakdown_10_values"),
+            )
+        ),
+        "Best of {render:rounds} rounds of {render:renders:,} renders for the times; the median of the "
+        "rounds for the ratio.",
+    ),
     "ferretdb-layouts": Table(
         (
             "document layout",

@@ -83,8 +83,8 @@ class Settings(BaseSettings):
     spark_driver_memory: str = Field(
         "3g",
         description=(
-            "Set before the JVM starts; local mode runs in it. 3g keeps a full recompute of 10M events "
-            "under 4 GB of resident memory (6g: 6.8 GB, 7-12% faster)."
+            "Set before the JVM starts; local mode runs in it. 3g keeps the batch benchmark's full "
+            "recompute under its 4 GB memory target (docs/scaling.md)."
         ),
     )
     spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")

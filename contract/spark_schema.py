@@ -9,8 +9,8 @@ canonical form ingest writes are recognised in Spark and skip Python (:mod:`cont
 that is every record ingest produced, and recognising can only send a record to the full check.
 
 A vectorised UDF still costs every row that passes through it, recognised or not (a null crossing
-to Python and back: about 0.3 µs here with the row as narrow as the Kafka record, 1.3 µs when the
-parsed record rode along; docs/contract.md). A caller that can afford a second pass over only the
+to Python and back, cheaper the narrower the row, so it is kept as narrow as the Kafka record;
+docs/contract.md has the figures). A caller that can afford a second pass over only the
 records it did not recognise asks for ``judge=False`` and judges those with :func:`kafka_rows_of`
 (the batch absorb does, over what it wrote); the stream cannot, and judges in one pass.
 """
