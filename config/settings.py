@@ -187,6 +187,20 @@ class Settings(BaseSettings):
     # --- the probes and timeouts of the local stack ---------------------------------------------
     stack_start_timeout_s: float = 60.0
 
+    # --- the keeper of background jobs (make speed-start, make api-start) --------------------
+    job_restart_max: int = Field(
+        5, ge=0, description="A job that exits more often than this within the window is not restarted."
+    )
+    job_restart_window_s: float = Field(600.0, gt=0, description="The window of job_restart_max.")
+    job_restart_backoff_initial_s: float = Field(
+        1.0, ge=0, description="Wait before the first restart; doubled for each exit within the window."
+    )
+    job_restart_backoff_max_s: float = Field(60.0, ge=0, description="Longest wait before a restart.")
+    log_max_bytes: int = Field(
+        50 * 1024 * 1024, ge=1024, description="A job's log file is rotated past this size."
+    )
+    log_backups: int = Field(3, ge=1, description="Rotated log files kept per job (name.out.1, ...).")
+
     def to_env(self, *fields: str) -> dict[str, str]:
         """The ``LAMBDA_*`` variables that make another process (a job, a CLI under test, a
         benchmark's subprocess) read exactly these settings: every field, or the named ones.
