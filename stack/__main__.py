@@ -16,13 +16,23 @@ from stack.services import (
     all_services,
     cluster_services,
     container_worker_argv,
+    container_worker_listening,
     spark_home,
 )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
-    commands = ["up", "down", "ps", "cluster-up", "cluster-down", "cluster-ps", "spark-worker"]
+    commands = [
+        "up",
+        "down",
+        "ps",
+        "cluster-up",
+        "cluster-down",
+        "cluster-ps",
+        "spark-worker",
+        "spark-worker-probe",
+    ]
     parser.add_argument("command", choices=commands)
     parser.add_argument("services", nargs="*", help="only these services (kafka, ferretdb, redis)")
     args = parser.parse_args(argv)
@@ -30,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     names = args.services or None
     console = Console()
+    if args.command == "spark-worker-probe":  # the container worker's health check
+        return 0 if container_worker_listening(settings) else 1
     if args.command == "spark-worker":  # a container's one process: replaced by the worker JVM
         import os
 

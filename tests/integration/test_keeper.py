@@ -56,7 +56,9 @@ def test_a_killed_api_is_restarted_by_its_keeper(stack: Settings) -> None:
         first = jobs.status(settings, "api")
         assert first.state == "up" and first.job_pid is not None and first.restarts == 0
         os.kill(first.job_pid, signal.SIGKILL)
-        _eventually(lambda: True if jobs.status(settings, "api").job_pid not in (None, first.job_pid) else None)
+        _eventually(
+            lambda: True if jobs.status(settings, "api").job_pid not in (None, first.job_pid) else None
+        )
         _eventually(lambda: _healthy(base))
         again = jobs.status(settings, "api")
         assert (again.keeper_pid, again.restarts, again.last_exit) == (first.keeper_pid, 1, -9)
