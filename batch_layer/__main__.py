@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                 for s in d.sample:
                     console.print(f"  {s['day']} {s['key']}: {s['a']} -> {s['b']}")
             return 0
+        if job.registry.repair_hot_copy():
+            console.print("[yellow]Redis served an older generation than MongoDB: brought it forward[/]")
         table = Table(title="generations")
         for col in ("gen", "kind", "state", "cut", "started", "events absorbed"):
             table.add_column(col)

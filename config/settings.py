@@ -153,6 +153,12 @@ class Settings(BaseSettings):
         description="Safety net: realtime keys expire this long after their last write.",
     )
 
+    batch_lease_s: float = Field(
+        120.0,
+        gt=0,
+        description="The batch run's lease: renewed every third of it while the run works; a run that "
+        "stops renewing (killed, paused) is taken over once it expires.",
+    )
     batch_pause_at: str | None = Field(
         None, description="Crash tests only: the batch run stops at this checkpoint until killed."
     )

@@ -4,8 +4,9 @@
 ``make api-start`` run in the background (through :mod:`stack.jobs`): the local equivalent of
 compose's ``restart: unless-stopped``. The keeper
 
-- starts the job in its own process group (so a SIGKILL of the group by :class:`Supervised.stop`
-  takes both), its stdout and stderr piped through the keeper into a size-rotated log file;
+- starts the job in a process group of its own, its stdout and stderr piped through the keeper into
+  a size-rotated log file; when the job ends, whatever is left of its group (the speed layer's
+  Spark JVM, Python workers) is killed before a new one starts, so two drivers never overlap;
 - restarts the job whenever it exits without having been asked to stop, after an exponential
   backoff, and gives up after ``job_restart_max`` exits within ``job_restart_window_s``, saying why
   in the log and in its state file (a job that cannot start must not spin);
@@ -20,6 +21,7 @@ uncommitted micro-batch); the keeper only brings the process back.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -172,7 +174,11 @@ class Keeper:
 
     def _start(self) -> subprocess.Popen[bytes]:
         job = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             started = psutil.Process(job.pid).create_time()
@@ -195,6 +201,8 @@ class Keeper:
             if self.stopping.is_set():  # a stop that raced with the start
                 self.job.send_signal(signal.SIGTERM)
             code = self.job.wait()
+            with contextlib.suppress(ProcessLookupError):  # the rest of its group, if any is left
+                os.killpg(self.job.pid, signal.SIGKILL)
             self.state.last_exit, self.state.last_exit_at = code, time.time()
             self.state.job_pid = None
             job_pid_file(self.settings, self.name).unlink(missing_ok=True)

@@ -6,6 +6,7 @@ import hashlib
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import pytest
 
 from batch_layer.diff import diff_generations
 from batch_layer.job import BatchJob
+from batch_layer.lease import LeaseHeld
 from config.settings import Settings
-from contract import ContractError, decode
+from contract import ContractError, decode, utc
+from generations import keys
 from tests.conftest import ROOT
 from tests.integration.conftest import (
     assert_matches_oracle,
@@ -133,6 +136,41 @@ def test_an_edit_of_the_shared_pass_recomputes_every_view_without_touching_the_m
     assert f"page: {len(expected['page']):,} changed" in result.stdout
 
 
+KILLED_RUN_LEASE_S = 8.0
+"""The lease of a run the test kills: long enough to see the next run refused, short to wait out."""
+
+
+def paused_run(platform: Settings, pause_at: str, lease_s: float) -> subprocess.Popen[str]:
+    """``python -m batch_layer run`` held at a checkpoint (batch_layer.faults), its stdout read up to
+    the PAUSED line; stderr goes to a file that the caller may read."""
+    env = {**platform_env(platform), "LAMBDA_BATCH_PAUSE_AT": pause_at, "LAMBDA_BATCH_LEASE_S": str(lease_s)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batch_layer", "run"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(f"PAUSED AT {pause_at}"):
+            return proc
+    proc.kill()
+    pytest.fail(f"the batch run ended (code {proc.wait()}) before reaching {pause_at}")
+
+
+def wait_for_lease_expiry(job: BatchJob, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        doc = job.lease.document()
+        expires = utc.as_utc(doc.get("expires_at")) if doc else None
+        if expires is None or expires <= utc.now():
+            return
+        time.sleep(0.2)
+    pytest.fail("the lease did not expire")
+
+
 @pytest.mark.parametrize("pause_at", ["absorbed", "writing"])
 def test_a_killed_run_leaves_the_served_generation_and_a_rerun_matches_the_oracle(
     platform: Settings, job: BatchJob, pause_at: str
@@ -143,36 +181,78 @@ def test_a_killed_run_leaves_the_served_generation_and_a_rerun_matches_the_oracl
     docs_before = served_documents(platform)
     events += produce(platform, traffic(seed=5, total=3_000, span_hours=2))
 
-    env = {**platform_env(platform), "LAMBDA_BATCH_PAUSE_AT": pause_at}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "batch_layer", "run"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = paused_run(platform, pause_at, lease_s=KILLED_RUN_LEASE_S)
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(f"PAUSED AT {pause_at}"):
-                break
-        else:
-            pytest.fail(f"the batch run ended (code {proc.wait()}) before reaching {pause_at}")
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
+    # The killed run's lease has not expired yet: no run may clean up after it before it has.
+    with pytest.raises(LeaseHeld, match="another batch run holds the lease"):
+        job.run()
 
     served_after_crash = job.registry.served()
     assert served_after_crash is not None and served_before is not None
     assert served_after_crash.gen == served_before.gen
     assert served_documents(platform) == docs_before
 
+    wait_for_lease_expiry(job)
     rerun = job.run()
     assert rerun.gen > served_before.gen + 1  # the killed run's generation number is never reused
     assert_matches_oracle(served_documents(platform), recount(events))
     states = {g.gen: g.state for g in job.registry.all()}
     assert states[served_before.gen + 1].startswith("failed")
+
+
+def test_a_run_killed_between_the_two_writes_of_the_switch_is_repaired_on_the_next_start(
+    platform: Settings, job: BatchJob
+) -> None:
+    """Killed after the MongoDB pointer and before Redis' copy: Redis serves the previous generation
+    (still exact: it stayed active) until the next start path or status read brings it forward."""
+    events = produce(platform, traffic(seed=10, total=3_000, span_hours=10))
+    first = job.run()
+    events += produce(platform, traffic(seed=11, total=1_000, span_hours=2))
+    proc = paused_run(platform, "switching", lease_s=KILLED_RUN_LEASE_S)
+    proc.kill()
+    proc.wait(timeout=30)
+    served = job.registry.served()
+    assert served is not None and served.gen == first.gen + 1  # MongoDB switched ...
+    hot = keys.decode_served(job.redis.get(keys.SERVED))
+    assert hot.gen == first.gen  # ... Redis did not
+    assert job.registry.ensure_hot_copy() == {served.gen: served.cut}  # the speed layer's start path
+    assert keys.decode_served(job.redis.get(keys.SERVED)) == keys.Served(served.gen, served.cut)
+    assert not job.registry.repair_hot_copy()
+    assert_matches_oracle(served_documents(platform), recount(events))
+
+
+def test_a_run_paused_past_its_lease_cannot_publish_and_the_run_that_took_over_is_exact(
+    platform: Settings, job: BatchJob
+) -> None:
+    """A run stopped (SIGSTOP: its heartbeat stops too) after writing its views, past its lease; a
+    new run takes the lease over, fails and drops the paused run's generation and publishes its own.
+    Resumed, the paused run finds its lease lost at its next step and exits without publishing."""
+    events = produce(platform, traffic(seed=8, total=4_000, span_hours=10))
+    job.run()
+    events += produce(platform, traffic(seed=9, total=2_000, span_hours=2))
+    proc = paused_run(platform, "written", lease_s=4.0)
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        wait_for_lease_expiry(job)
+        taken_over = job.run()
+        proc.send_signal(signal.SIGCONT)
+        proc.send_signal(signal.SIGUSR1)  # go on from the checkpoint: to the publish
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    said = stdout + stderr
+    assert "batch run failed: publish: " in said and "lease" in said, said[-3000:]
+    served = job.registry.served()
+    assert served is not None and served.gen == taken_over.gen
+    paused_gen = taken_over.gen - 1
+    assert (job.registry.get(paused_gen) or served).state.startswith("failed")
+    assert_matches_oracle(served_documents(platform), recount(events))
 
 
 def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counted(
