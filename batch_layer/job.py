@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
+from confluent_kafka import KafkaException
 from pymongo import MongoClient
 
-from batch_layer import faults
+from batch_layer import faults, log_retention
 from batch_layer.lease import BatchLease, Held, LeaseLost
 from batch_layer.master import MasterDataset, Segment
 from batch_layer.store import BatchViewStore, collection_name
@@ -69,6 +70,9 @@ class RunSummary:
     insert_seconds: float = 0.0
     """From the first document insert's start to the last one's end: the write rate's time."""
     seconds: dict[str, float] = field(default_factory=dict)
+    retention: dict[str, Any] = field(default_factory=dict)
+    """How close the unabsorbed records were to the topic's retention at the start
+    (batch_layer.log_retention)."""
     retired: list[int] = field(default_factory=list)
     dropped_collections: list[str] = field(default_factory=list)
 
@@ -163,7 +167,15 @@ class BatchJob:
         summary = RunSummary(gen=gen.gen, kind=gen.kind)
         faults.checkpoint(s, "opened")
 
-        # 1. absorb the log up to the cut
+        # 1. absorb the log up to the cut, after a look at how close to retention the log is
+        try:
+            retention = log_retention.watch(s, self.master.absorbed_until())
+        except (KafkaException, RuntimeError) as exc:  # advisory: the absorb says what is wrong
+            log.warning("could not read how close the log is to its retention: %s", exc)
+        else:
+            if (warning := retention.warning()) is not None:
+                log.warning(warning)
+            summary.retention = retention.as_dict()
         t0 = time.monotonic()
         dlq = EventProducer(s)
         with SparkProgress(self.spark, "absorb"):
@@ -231,6 +243,7 @@ class BatchJob:
             "dead_letters_total": summary.dead_letters_total,
             "documents_written": summary.documents_written,
             "view_days_recomputed": summary.view_days_recomputed,
+            "retention": summary.retention,
         }
         held.check("publish")
         self.registry.publish(gen, lambda: faults.checkpoint(s, "switching"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from batch_layer.diff import diff_generations
 from batch_layer.job import BatchJob
@@ -253,6 +255,62 @@ def test_a_run_paused_past_its_lease_cannot_publish_and_the_run_that_took_over_i
     paused_gen = taken_over.gen - 1
     assert (job.registry.get(paused_gen) or served).state.startswith("failed")
     assert_matches_oracle(served_documents(platform), recount(events))
+
+
+def test_records_deleted_before_absorption_stop_the_batch_layer_until_the_gap_is_accepted(
+    platform: Settings, job: BatchJob
+) -> None:
+    """Retention (here: a deletion of records, as retention does) takes records the master dataset
+    never absorbed: every run stops naming the lost offsets, until the operator accepts the gap; it
+    is then in the manifest with who and when, and the views hold every surviving event exactly."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from batch_layer.__main__ import _accept_gap
+    from batch_layer.master import AbsorbError
+    from ingest.topics import log_end_offsets
+    from tests.oracle import first_copies, read_log
+
+    produce(platform, traffic(seed=12, total=2_000, span_hours=5))
+    job.run()
+    produce(platform, traffic(seed=13, total=1_000, span_hours=2))
+    log = read_log(platform.kafka_bootstrap, platform.events_topic)
+    absorbed, ends = job.master.absorbed_until(), log_end_offsets(platform)
+    assert ends[0] > absorbed[0]
+    admin = AdminClient({"bootstrap.servers": platform.kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(platform.events_topic, 0, ends[0])]).values():
+        future.result(30)
+
+    lost = rf"partition 0: offsets {absorbed[0]}\.\.{ends[0]} were deleted by retention"
+    with pytest.raises(AbsorbError, match=lost):
+        job.run()
+    with pytest.raises(AbsorbError, match="python -m batch_layer accept-gap"):
+        job.run()  # and again: nothing moves on by itself
+    assert _accept_gap(Console(file=io.StringIO()), job, confirmed=False) == 2 and job.master.gaps() == []
+
+    accepted = subprocess.run(
+        [sys.executable, "-m", "batch_layer", "accept-gap", "--yes"],
+        cwd=ROOT,
+        env=platform_env(platform),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert f"partition 0: offsets {absorbed[0]}..{ends[0]}" in accepted.stdout
+    [gap] = job.master.gaps()
+    assert gap.ranges == {0: (absorbed[0], ends[0])} and gap.events == 0 and gap.days == []
+    assert gap.gap is not None and "@" in gap.gap["accepted_by"] and "retention" in gap.gap["reason"]
+
+    summary = job.run()
+    assert summary.retention["retention_used"] is not None and not summary.retention["at_risk"]
+    survivors = [r for r in log if not (r.partition == 0 and r.offset >= absorbed[0])]
+    assert summary.events_absorbed == sum(
+        1 for r in survivors if r.event and r.offset >= absorbed[r.partition]
+    )
+    assert_matches_oracle(
+        served_documents(platform), recount(r.event for r in first_copies(survivors) if r.event)
+    )
 
 
 def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counted(
