@@ -159,6 +159,11 @@ class Settings(BaseSettings):
         description="The batch run's lease: renewed every third of it while the run works; a run that "
         "stops renewing (killed, paused) is taken over once it expires.",
     )
+    batch_stalled_after_s: float = Field(
+        3 * 3600.0,
+        gt=0,
+        description="/v1/status says the batch layer is stalled when the served cut is older than this.",
+    )
     batch_pause_at: str | None = Field(
         None, description="Crash tests only: the batch run stops at this checkpoint until killed."
     )
