@@ -313,6 +313,39 @@ def test_records_deleted_before_absorption_stop_the_batch_layer_until_the_gap_is
     )
 
 
+def test_retiring_a_generation_deletes_its_collections_and_realtime_keys(
+    platform: Settings, job: BatchJob, spark: Any
+) -> None:
+    """Three full recomputes with the speed layer counting between them: the oldest generation is
+    retired (two are kept) and, after the grace period (0 here), its batch collections and its
+    realtime keys are gone, while the answers stay exact."""
+    import redis
+
+    from generations.state import GenerationState
+    from speed_layer.job import SpeedJob
+    from tests.integration.conftest import assert_merged_matches
+
+    r = redis.Redis.from_url(platform.redis_url)
+    events: list[Any] = []
+    for seed in (14, 15, 16):
+        events += produce(platform, traffic(seed=seed, total=1_500, span_hours=4))
+        SpeedJob(platform, spark).run(available_now=True)
+        summary = job.run(full=True)
+    first = job.registry.get(1)
+    assert first is not None and first.state is GenerationState.RETIRED_DROPPED
+    assert summary.retired == [1] and summary.dropped_collections
+    assert all(name.endswith("_g1") for name in summary.dropped_collections)
+    names = job.db.list_collection_names()
+    assert not [n for n in names if n.startswith("bv_") and n.endswith("_g1")], names
+    assert [n for n in names if n.startswith("bv_") and n.endswith(f"_g{summary.gen}")]
+    assert list(r.scan_iter(match=keys.realtime_pattern(1))) == []
+    assert 1 not in {int(g) for g in r.smembers(keys.REALTIME_GENS)}
+    assert list(r.scan_iter(match=keys.realtime_pattern(2), count=1000))  # kept: still retained
+    r.close()
+    SpeedJob(platform, spark).run(available_now=True)
+    assert_merged_matches(platform, recount(events))
+
+
 def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counted(
     platform: Settings, job: BatchJob
 ) -> None:
