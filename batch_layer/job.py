@@ -42,6 +42,7 @@ from generations.realtime import drop_generations, realtime_generations
 from generations.registry import Generation, GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
+from stack.waiting import wait_for_services
 from views import all_views, compute, describe, fingerprint, input_columns
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class BatchJob:
         self.redis.close()
 
     def run(self, full: bool = False) -> RunSummary:
+        wait_for_services(self.settings, job="the batch run")
         with self.lease.held(f"{socket.gethostname()}:{os.getpid()}") as held:
             self._clean_up_after_crashes(held)
             held.check("open a generation")

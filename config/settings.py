@@ -197,6 +197,11 @@ class Settings(BaseSettings):
 
     # --- the probes and timeouts of the local stack ---------------------------------------------
     stack_start_timeout_s: float = 60.0
+    service_wait_s: float = Field(
+        300.0,
+        gt=0,
+        description="How long a job that starts waits for Kafka, MongoDB and Redis before it gives up.",
+    )
 
     # --- the keeper of background jobs (make speed-start, make api-start) --------------------
     job_restart_max: int = Field(
