@@ -9,24 +9,18 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import TypeVar
 
 import httpx
-from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from config.settings import Settings
 from stack import jobs
 from tests.conftest import ROOT
+from tests.polling import eventually as poll
 
-T = TypeVar("T")
 
-
-def _eventually(probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    value: T | None = Retrying(
-        stop=stop_after_delay(timeout), wait=wait_fixed(0.2), retry=retry_if_result(lambda v: v is None)
-    )(probe)
-    assert value is not None
-    return value
+def eventually(probe: Callable[[], object | None]) -> object:
+    """A process restart on a busy machine takes seconds: poll for a minute."""
+    return poll(probe, timeout=60.0, every=0.2)
 
 
 def _healthy(base: str) -> bool | None:
@@ -52,14 +46,14 @@ def test_a_killed_api_is_restarted_by_its_keeper(stack: Settings) -> None:
     started = command("api", "start")
     assert started.returncode == 0 and "restarted if it dies" in started.stdout, started.stderr
     try:
-        _eventually(lambda: _healthy(base))
+        eventually(lambda: _healthy(base))
         first = jobs.status(settings, "api")
         assert first.state == "up" and first.job_pid is not None and first.restarts == 0
         os.kill(first.job_pid, signal.SIGKILL)
-        _eventually(
+        eventually(
             lambda: True if jobs.status(settings, "api").job_pid not in (None, first.job_pid) else None
         )
-        _eventually(lambda: _healthy(base))
+        eventually(lambda: _healthy(base))
         again = jobs.status(settings, "api")
         assert (again.keeper_pid, again.restarts, again.last_exit) == (first.keeper_pid, 1, -9)
         ps = command("stack", "ps")

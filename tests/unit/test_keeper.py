@@ -9,24 +9,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import psutil
 import pytest
-from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from stack.keeper import ExitHistory, KeeperState, RestartPolicy
-
-T = TypeVar("T")
-
-
-def _eventually(probe: Callable[[], T | None], timeout: float = 20.0) -> T:
-    """The first non-None value of ``probe`` within ``timeout`` seconds."""
-    value: T | None = Retrying(
-        stop=stop_after_delay(timeout), wait=wait_fixed(0.05), retry=retry_if_result(lambda v: v is None)
-    )(probe)
-    assert value is not None
-    return value
+from tests.polling import eventually
 
 
 class KeptJob:
@@ -80,14 +68,14 @@ SLEEPER = "import time; print('job up', flush=True); time.sleep(60)"
 
 def test_a_killed_job_is_restarted_and_sigterm_stops_it_for_good(kept: Callable[..., KeptJob]) -> None:
     job = kept(SLEEPER)
-    first = _eventually(job.job_pid)
-    _eventually(lambda: True if job.log().splitlines().count("job up") == 1 else None)
+    first = eventually(job.job_pid)
+    eventually(lambda: True if job.log().splitlines().count("job up") == 1 else None)
     os.kill(first, signal.SIGKILL)
-    second = _eventually(lambda: pid if (pid := job.job_pid()) not in (None, first) else None)
+    second = eventually(lambda: pid if (pid := job.job_pid()) not in (None, first) else None)
     state = job.state()
     assert state is not None and (state.restarts, state.last_exit, state.gave_up) == (1, -9, None)
     assert psutil.Process(second).is_running()
-    _eventually(lambda: True if job.log().splitlines().count("job up") == 2 else None)
+    eventually(lambda: True if job.log().splitlines().count("job up") == 2 else None)
 
     job.keeper.send_signal(signal.SIGTERM)
     assert job.keeper.wait(timeout=20) == 128 + signal.SIGTERM  # the job's own, as a shell says it
@@ -112,8 +100,8 @@ def test_the_job_log_rotates_by_size(kept: Callable[..., KeptJob]) -> None:
     lines = "import sys\nfor i in range(3000): print(f'{i:06d} ' + 'x' * 90)\nsys.stdout.flush()"
     job = kept(lines + "\nimport time; time.sleep(60)", log_max_bytes="8192", log_backups="2")
     log_dir = job.var / "log"
-    _eventually(lambda: True if (log_dir / "t.out.2").exists() else None)
-    _eventually(lambda: True if "002999" in _text(log_dir / "t.out") else None)
+    eventually(lambda: True if (log_dir / "t.out.2").exists() else None)
+    eventually(lambda: True if "002999" in _text(log_dir / "t.out") else None)
     files = sorted(log_dir.glob("t.out*"))
     assert [f.name for f in files] == ["t.out", "t.out.1", "t.out.2"]
     assert all(f.stat().st_size <= 8192 + 200 for f in files)
