@@ -22,7 +22,7 @@ FILE   ?=
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime cluster-up cluster-down cluster-ps \
 	api api-start api-stop test test-unit lint bench bench-figures bench-store bench-render bench-views bench-speed \
-	bench-api bench-contract bench-soak clean-var
+	bench-api bench-contract bench-soak soak clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -143,6 +143,9 @@ bench-views: ## the shared pass alone: stages and events/s with two views and wi
 
 bench-speed: ## the speed layer benchmark alone (sustained events/s against its floor, freshness p50/p95)
 	@$(PY) -m bench.speed
+
+soak: ## chaos on the local stack: 60 faults in 15 min (kill -9 of every part) with traffic, then every view against the recount
+	@$(PY) -m stack up >/dev/null && $(PY) -m tests.chaos $(if $(SEED),--seed $(SEED))
 
 bench-soak: ## the speed layer for 10 min under traffic, SIGKILLs, a Redis and a broker restart, batch runs; memory sampled, answers checked against a recount
 	@$(PY) -m bench.soak

@@ -82,6 +82,40 @@ def test_answers_match_the_recount_and_the_response_models(served: Served) -> No
             in_dlq["test"] and sum(sum(r.values()) for r in in_dlq.values()) == status["log"]["dlq_records"]
         )
         assert status["errors"] == {}
+        assert status["served"]["stalled"] is False and status["repaired_pointer"] is False
+        assert status["master"]["absorbed_until"] == {str(p): o for p, o in served.cut.items()}
+        assert status["master"]["gaps"] == [] and status["master"]["retention"]["at_risk"] is False
+        assert status["master"]["retention"]["retention_s"] == served.settings.topic_retention_ms / 1000
+        assert status["redis"]["used_memory_bytes"] > 0
+
+
+def test_status_repairs_a_pointer_left_behind_and_flags_a_stalled_batch_layer(served: Served) -> None:
+    """A batch run that died between the switch's two writes leaves Redis on an older generation:
+    the next status read brings it forward. A cut older than batch_stalled_after_s is flagged."""
+    import redis as redis_client
+
+    from generations import keys
+
+    settings = served.settings.model_copy(update={"batch_stalled_after_s": 0.001})
+    r = redis_client.Redis.from_url(settings.redis_url)
+    behind = r.get(keys.SERVED)
+    r.set(keys.SERVED, keys.encode_served(keys.Served(0, {})))
+    try:
+        with TestClient(create_app(settings)) as api:
+            status = api.get("/v1/status").json()
+            StatusResponse.model_validate(status)
+            assert status["repaired_pointer"] is True
+            assert keys.decode_served(r.get(keys.SERVED)).gen == served.generation.gen
+            assert status["served"]["generation"] == served.generation.gen and status["served"]["stalled"]
+            assert api.get("/v1/status").json()["repaired_pointer"] is False
+            metrics = api.get("/metrics").text
+            assert "lambda_batch_stalled 1.0" in metrics and "lambda_master_gaps 0.0" in metrics
+            assert (
+                "lambda_served_cut_age_seconds " in metrics and "lambda_redis_used_memory_bytes " in metrics
+            )
+    finally:
+        r.set(keys.SERVED, behind or b"")
+        r.close()
 
 
 def test_posted_events_are_read_back_with_the_offsets_token(
