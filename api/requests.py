@@ -28,6 +28,7 @@ from serving_layer import (
     check_range,
 )
 from serving_layer.consistency import decode_token
+from serving_layer.queries import bounded
 from serving_layer.tiling import HOUR
 
 
@@ -55,11 +56,15 @@ class TimeseriesRequest:
 def time_range(settings: Settings, params: RangeParams, default_days: int = 1) -> tuple[datetime, datetime]:
     """The checked ``[start, end)`` of a query, with the defaults filled in."""
     end = (
-        utc.as_utc(params.to)
+        bounded("to", utc.as_utc(params.to))
         if params.to is not None
         else utc.now().replace(minute=0, second=0, microsecond=0) + HOUR
     )
-    start = utc.as_utc(params.from_) if params.from_ is not None else end - timedelta(days=default_days)
+    start = (
+        bounded("from", utc.as_utc(params.from_))
+        if params.from_ is not None
+        else end - timedelta(days=default_days)
+    )
     check_range(start, end, settings.api_max_range_days)
     return start, end
 

@@ -38,6 +38,9 @@ def client(bare: Settings) -> Iterator[TestClient]:
         yield c
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def event(url: str = "https://shop.example.com/api-test", **overrides: Any) -> dict[str, Any]:
     return {
         "event_id": f"api-{uuid.uuid4().hex[:12]}",
@@ -162,8 +165,13 @@ def test_invalid_events_are_rejected_with_every_field_and_nothing_is_produced(
     assert response.status_code == 422
     locs = {tuple(e["loc"]) for e in response.json()["detail"]}
     assert locs == {("body", 1, "visitor_id"), ("body", 1, "country"), ("body", 2, "url"), ("body", 3)}
-    assert client.post("/v1/events", content=b"{nope").status_code == 422
+    assert client.post("/v1/events", content=b"{nope", headers=JSON).status_code == 422
     assert client.post("/v1/events", json=[]).status_code == 422
+    # A text/plain or form POST needs no CORS preflight: any web page could send one. Refused.
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        refused = client.post("/v1/events", content=orjson.dumps(event()), headers=headers)
+        assert refused.status_code == 415 and "application/json" in refused.json()["detail"], refused.text
     assert log_end_offsets(bare) == before
 
 
@@ -177,7 +185,7 @@ def test_payload_limits_and_the_api_key(bare: Settings) -> None:
         assert api.post("/v1/events", json=event(), headers={"X-API-Key": "nope"}).status_code == 401
         assert api.post("/v1/events", json=event(), headers=key).status_code == 202
         big = orjson.dumps([event(user_agent="x" * 500) for _ in range(3)] * 2)
-        assert api.post("/v1/events", content=big, headers=key).status_code == 413
+        assert api.post("/v1/events", content=big, headers={**key, **JSON}).status_code == 413
         assert api.post("/v1/events", json=[event() for _ in range(4)], headers=key).status_code == 413
 
 
@@ -208,6 +216,34 @@ def test_bad_parameters_get_a_422_naming_them(client: TestClient, params: dict[s
     response = client.get("/v1/pageviews", params=params)
     assert response.status_code == 422, response.text
     assert loc in [e["loc"][-1] for e in response.json()["detail"]]
+
+
+EXTREME_RANGES = [
+    ({"to": "0001-01-01T00:00Z"}, "to"),
+    ({"from": "9999-12-30T00:00Z", "to": "9999-12-31T23:00Z"}, "to"),
+    ({"from": "0001-01-01T00:00Z", "to": "1970-01-02T00:00Z"}, "from"),
+    ({"from": "1969-12-31T00:00Z", "to": "1970-01-02T00:00Z"}, "from"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("/v1/pageviews", {"site": "shop.example.com", "granularity": "day"}),
+        ("/v1/pageviews", {"site": "shop.example.com"}),
+        ("/v1/unique-visitors", {"site": "shop.example.com", "granularity": "day"}),
+        ("/v1/top-urls", {}),
+        ("/v1/breakdown", {"dimension": "country", "site": "shop.example.com"}),
+        ("/v1/timeseries", {"dimension": "site", "site": "shop.example.com", "granularity": "day"}),
+    ],
+)
+@pytest.mark.parametrize(("times", "loc"), EXTREME_RANGES)
+def test_extreme_dates_get_a_422_naming_the_parameter(
+    client: TestClient, path: str, extra: dict[str, Any], times: dict[str, str], loc: str
+) -> None:
+    response = client.get(path, params={**extra, **times})
+    assert response.status_code == 422, response.text
+    assert loc in [e["loc"][-1] for e in response.json()["detail"]], response.text
 
 
 @pytest.mark.parametrize(("limit", "ok"), [(0, False), (1, True), (1000, True), (1001, False), ("x", False)])
