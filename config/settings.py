@@ -174,6 +174,11 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = Field(
         None, description="When set, POST /v1/events requires it in the X-API-Key header."
     )
+    api_cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins whose web pages may call the API (CORS), as JSON: "
+        "LAMBDA_API_CORS_ORIGINS='[\"https://a.example\"]'. None by default: only the API's own pages.",
+    )
     api_max_range_days: int = Field(92, ge=1, description="Longest range a query may ask for.")
     api_max_top: int = Field(1000, ge=1, description="Largest `limit` of GET /v1/top-urls.")
     api_max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest POST body (413 above).")

@@ -275,3 +275,20 @@ def test_operations_endpoints(client: TestClient) -> None:
     ):
         assert spec["components"]["schemas"][name].get("examples"), name
     assert "PageView" in spec["components"]["schemas"]
+
+
+def test_cors_answers_only_the_origins_a_setting_lists(bare: Settings, client: TestClient) -> None:
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    listed, other = "https://shop.example.com", "https://evil.example.net"
+    assert (
+        "access-control-allow-origin"
+        not in client.options("/v1/events", headers={"Origin": listed, **preflight}).headers
+    )  # none listed by default
+    settings = bare.model_copy(update={"api_cors_origins": [listed]})
+    with TestClient(create_app(settings)) as api:
+        allowed = api.options("/v1/events", headers={"Origin": listed, **preflight})
+        assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == listed
+        refused = api.options("/v1/events", headers={"Origin": other, **preflight})
+        assert refused.status_code == 400 and "access-control-allow-origin" not in refused.headers
+        read = api.get("/healthz", headers={"Origin": other})
+        assert read.status_code == 200 and "access-control-allow-origin" not in read.headers
