@@ -21,7 +21,8 @@ FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime cluster-up cluster-down cluster-ps \
-	api api-start api-stop test test-unit lint bench bench-views bench-speed bench-api bench-contract bench-soak clean-var
+	api api-start api-stop test test-unit lint bench bench-figures bench-store bench-render bench-views bench-speed \
+	bench-api bench-contract bench-soak soak clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -108,7 +109,7 @@ api-start: ## the API in the background (output: var/log/api.out)
 api-stop: ## stop the background API
 	@$(PY) -m api stop
 
-test: ## run the whole test suite (starts and stops its own stack on separate ports)
+test: lint ## lint, then the whole test suite (starts and stops its own stack on separate ports)
 	@$(PY) -m pytest -q
 
 test-unit: ## run only the tests that need no services
@@ -117,18 +118,34 @@ test-unit: ## run only the tests that need no services
 lint: ## ruff and mypy
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) -m mypy .
 
-bench: ## run the benchmarks; results go to bench/results/*.json
+bench: ## every benchmark but the soak (make bench-soak, ten minutes of faults), then the figures of README and docs/ from their results
 	@$(PY) -m bench.ingest
 	@$(PY) -m bench.views
 	@$(PY) -m bench.batch
 	@$(PY) -m bench.speed
 	@$(PY) -m bench.api
+	@$(PY) -m bench.contract --compare --layers
+	@$(PY) -m bench.store
+	@$(PY) -m bench.render
+	@$(PY) -m bench.figures
+
+bench-figures: ## write the figure tables of README and docs/ from bench/results/*.json (after a benchmark)
+	@$(PY) -m bench.figures
+
+bench-store: ## the batch view store alone: documents/s into the local MongoDB-protocol server, reads by _id
+	@$(PY) -m bench.store
+
+bench-render: ## the API's JSON rendering: orjson dicts against the pydantic response models
+	@$(PY) -m bench.render
 
 bench-views: ## the shared pass alone: stages and events/s with two views and with every dimension
 	@$(PY) -m bench.views
 
 bench-speed: ## the speed layer benchmark alone (sustained events/s against its floor, freshness p50/p95)
 	@$(PY) -m bench.speed
+
+soak: ## chaos on the local stack: 60 faults in 15 min (kill -9 of every part) with traffic, then every view against the recount
+	@$(PY) -m stack up >/dev/null && $(PY) -m tests.chaos $(if $(SEED),--seed $(SEED))
 
 bench-soak: ## the speed layer for 10 min under traffic, SIGKILLs, a Redis and a broker restart, batch runs; memory sampled, answers checked against a recount
 	@$(PY) -m bench.soak

@@ -15,15 +15,16 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from pymongo import AsyncMongoClient
 
 from api import render
-from api.deps import Services
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.routes import dashboard, dimensions, events, ops, queries
+from api.services import Services
 from config.settings import Settings, get_settings
 from contract import PageView
 from serving_layer import (
@@ -158,6 +159,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(dashboard.router)
     _install_error_handlers(app, services)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
+    if settings.api_cors_origins:  # none by default: a browser reads answers of this origin only
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.api_cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "X-API-Key"],
+            max_age=600,
+        )
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

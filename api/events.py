@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from fastapi import Request
+from fastapi import HTTPException, Request
 
 from api.kafka import KafkaUnavailable
 from config.settings import Settings
@@ -40,6 +40,18 @@ class InvalidEvents(Exception):
 
 def _error(loc: list[str | int], msg: str, kind: str = "value_error") -> dict[str, Any]:
     return {"loc": loc, "msg": msg, "type": kind}
+
+
+def require_json(request: Request) -> None:
+    """415 unless the request declares ``Content-Type: application/json``. A ``text/plain`` (or form)
+    POST is a "simple" cross-origin request that any web page can send without a CORS preflight;
+    requiring JSON makes the browser ask first, and CORS decides."""
+    declared = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if declared != "application/json":
+        raise HTTPException(
+            status_code=415,
+            detail=f"Content-Type must be application/json, not {declared or 'missing'}",
+        )
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -12,12 +12,15 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 from contract.codec import reason_field
 from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from ingest.topics import watermarks
+
+if TYPE_CHECKING:
+    from batch_layer.log_retention import RetentionWatch
 
 
 class KafkaUnavailable(RuntimeError):
@@ -99,11 +102,35 @@ class DlqTally:
             self._consumer = None
 
 
+RETENTION_EVERY_S = 60.0
+"""How long a retention watch is reused: it reads a record per partition, and ages move slowly."""
+
+
 class KafkaProbe:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
         self.tally = DlqTally(settings)
+        self._retention: tuple[float, dict[int, int], RetentionWatch] | None = None
+
+    def _retention_watch(self, absorbed: dict[int, int]) -> RetentionWatch:
+        from batch_layer.log_retention import watch
+
+        now = time.monotonic()
+        with self._lock:
+            cached = self._retention
+            if cached is not None and cached[1] == absorbed and now - cached[0] < RETENTION_EVERY_S:
+                return cached[2]
+            try:
+                result = watch(self.settings, absorbed, self.settings.api_kafka_timeout_s)
+            except Exception as exc:  # confluent-kafka raises KafkaException, RuntimeError, ...
+                raise KafkaUnavailable(f"Kafka: {exc}") from exc
+            self._retention = (now, dict(absorbed), result)
+            return result
+
+    async def retention(self, absorbed: dict[int, int]) -> RetentionWatch:
+        """How old the oldest record not absorbed yet is, against the topic's retention."""
+        return await asyncio.to_thread(self._retention_watch, absorbed)
 
     def _offsets(self) -> LogOffsets:
         s, timeout = self.settings, self.settings.api_kafka_timeout_s

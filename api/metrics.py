@@ -53,6 +53,57 @@ class DeadLetters(Collector):
         yield dlq
 
 
+class Operations(Collector):
+    """What an operator watches, from the last /v1/status snapshot: how old the served cut is and
+    whether the batch layer counts as stalled, Redis memory against its limit, how much of the
+    topic's retention the oldest unabsorbed record has used, and accepted gaps."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, Any] = {}
+
+    def update(self, snapshot: dict[str, Any]) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        served = self.snapshot.get("served") or {}
+        memory = self.snapshot.get("redis") or {}
+        master = self.snapshot.get("master") or {}
+        retention = master.get("retention") or {}
+        gauges: list[tuple[str, str, Any]] = [
+            (
+                "lambda_served_cut_age_seconds",
+                "Seconds since the served generation's cut.",
+                served.get("batch_age_s"),
+            ),
+            (
+                "lambda_batch_stalled",
+                "1 when the served cut is older than batch_stalled_after_s.",
+                served.get("stalled"),
+            ),
+            ("lambda_redis_used_memory_bytes", "Redis used_memory.", memory.get("used_memory_bytes")),
+            (
+                "lambda_redis_maxmemory_bytes",
+                "Redis maxmemory (absent: no limit).",
+                memory.get("maxmemory_bytes"),
+            ),
+            (
+                "lambda_log_retention_used_ratio",
+                "Age of the oldest unabsorbed record over the topic's retention.",
+                retention.get("retention_used"),
+            ),
+            (
+                "lambda_master_gaps",
+                "Accepted gaps in the master dataset.",
+                len(master.get("gaps") or []) if master else None,
+            ),
+        ]
+        for name, help_text, value in gauges:
+            family = GaugeMetricFamily(name, help_text)
+            if value is not None:
+                family.add_metric([], float(value))
+            yield family
+
+
 class ApiMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -77,6 +128,8 @@ class ApiMetrics:
         )
         self.dead_letters = DeadLetters()
         self.registry.register(self.dead_letters)
+        self.operations = Operations()
+        self.registry.register(self.operations)
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
         Gauge(name, doc, registry=self.registry).set_function(fn)

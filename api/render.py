@@ -1,12 +1,10 @@
 """Answers of the serving layer as JSON bytes, written by hand in the shape of api.schemas.
 
 The response models in api.schemas are the one definition of every answer's shape; this module
-writes the same JSON as plain dicts encoded by orjson because that is 2.4 times cheaper than
-building the answer as validated models and serialising them with pydantic's serializer. Measured
-with ``python -m bench.render`` (10,000 renders of each kind in 10 alternating rounds, 2 shared
-cores): a 30-day hourly timeseries (720 buckets) 3.4 ms by hand against 8.4 ms through the
-models, a 10-value breakdown 86 us against 208 us (median models/hand 2.43 and 2.52); the models
-would cost the 720-bucket answer 5 ms of a worker's CPU per request. That each renderer writes
+writes the same JSON as plain dicts encoded by orjson because that is several times cheaper than
+building the answer as validated models and serialising them with pydantic's serializer, which a
+large answer pays on every request (``python -m bench.render`` measures both; docs/design.md
+quotes its result). That each renderer writes
 exactly its model (same keys, values and key order) is checked for every endpoint in
 tests/unit/api/test_render.py, so the two cannot drift.
 """
@@ -19,8 +17,7 @@ import orjson
 from fastapi import Response
 
 from api.events import Accepted
-from serving_layer import Coverage, PageviewsAnswer, TopAnswer, UniqueVisitorsAnswer
-from serving_layer.engine import Distinct, SeriesAnswer
+from serving_layer import Coverage, Distinct, PageviewsAnswer, SeriesAnswer, TopAnswer, UniqueVisitorsAnswer
 from views.scopes import value_of
 
 LEGACY_VIEW_NAMES = {"page": "url_traffic", "site": "site_traffic"}

@@ -1,8 +1,8 @@
 """Response models: the one definition of every answer's shape, and the API's OpenAPI document,
 with an example for every answer.
 
-Handlers write their JSON by hand (api.render: dicts encoded by orjson), which is several times
-cheaper than building and serialising these models on a large answer (figures in api.render).
+Handlers write their JSON by hand (api.render: dicts encoded by orjson), cheaper than building
+and serialising these models on a large answer (docs/design.md has the figures).
 So that the two cannot drift, tests/unit/api/test_render.py checks every renderer against its model:
 the rendered JSON validates, the model gives back the same content (no key more or less, the same
 values), and each object's keys come in the model's order, its own fields before the ones it
@@ -331,6 +331,10 @@ class ServedStatus(BaseModel):
     cut_at: datetime = Field(description="When the generation's cut was taken.")
     served_at: datetime | None
     batch_age_s: float = Field(description="Age of the batch views: seconds since the cut.")
+    stalled: bool = Field(
+        description="The cut is older than the `batch_stalled_after_s` setting: the batch layer has not "
+        "published for that long (realtime views keep everything past the cut meanwhile)."
+    )
 
 
 class SpeedStatus(BaseModel):
@@ -344,6 +348,37 @@ class SpeedStatus(BaseModel):
 class LogStatus(BaseModel):
     end_offsets: dict[str, int]
     dlq_records: int = Field(description="Records in the dead-letter topic (end minus start offsets).")
+
+
+class RedisMemoryStatus(BaseModel):
+    used_memory_bytes: int
+    maxmemory_bytes: int | None = Field(description="Redis' maxmemory; null: no limit.")
+    used_share: float | None = Field(description="used / maxmemory; null: no limit.")
+
+
+class RetentionStatus(BaseModel):
+    retention_s: float | None = Field(description="The events topic's retention; null: forever.")
+    oldest_unabsorbed_age_s: float | None = Field(
+        description="Age of the oldest record the batch layer has not absorbed (null: none)."
+    )
+    retention_used: float | None = Field(description="That age over the retention.")
+    at_risk: bool = Field(description="At least 80% of the retention used: run the batch layer now.")
+
+
+class GapStatus(BaseModel):
+    offsets: dict[str, list[int]] = Field(description="Partition -> [from, to) offsets lost to retention.")
+    accepted_by: str | None
+    accepted_at: datetime | None
+    records_survive_from: dict[str, datetime] = Field(
+        description="Partition -> log-append time of the first record after the gap: events appended "
+        "before it and missing from the answers may be among the lost ones."
+    )
+
+
+class MasterStatus(BaseModel):
+    absorbed_until: dict[str, int] = Field(description="Partition -> offset absorbed up to.")
+    gaps: list[GapStatus] = Field(description="Accepted gaps (python -m batch_layer accept-gap).")
+    retention: RetentionStatus | None
 
 
 class DeadLettersStatus(BaseModel):
@@ -369,6 +404,7 @@ class StatusResponse(BaseModel):
                 "cut_at": "2026-11-21T06:00:00Z",
                 "served_at": "2026-11-21T06:02:10Z",
                 "batch_age_s": 412.5,
+                "stalled": False,
             },
             "speed": {
                 "batch_id": 5120,
@@ -378,6 +414,18 @@ class StatusResponse(BaseModel):
                 "last_batch": {"rows": 1200, "seconds": 0.31},
             },
             "log": {"end_offsets": {"0": 2503134}, "dlq_records": 17},
+            "master": {
+                "absorbed_until": {"0": 2496775},
+                "gaps": [],
+                "retention": {
+                    "retention_s": 2592000.0,
+                    "oldest_unabsorbed_age_s": 412.0,
+                    "retention_used": 0.0002,
+                    "at_risk": False,
+                },
+            },
+            "redis": {"used_memory_bytes": 52428800, "maxmemory_bytes": None, "used_share": None},
+            "repaired_pointer": False,
             "dead_letters": {
                 "batch_absorb": {"url": 3, "ts": 1},
                 "speed_layer": {"url": 3, "ts": 1},
@@ -394,6 +442,12 @@ class StatusResponse(BaseModel):
     served: ServedStatus | None
     speed: SpeedStatus | None
     log: LogStatus | None
+    master: MasterStatus | None
+    redis: RedisMemoryStatus | None
+    repaired_pointer: bool = Field(
+        description="Redis' served pointer was behind MongoDB's (a batch run died between the two writes "
+        "of a switch) and this read brought it forward."
+    )
     dead_letters: DeadLettersStatus
     errors: dict[str, str] = Field(description="Component -> why its part of the status is missing.")
 

@@ -5,15 +5,21 @@ incident)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from api.deps import Services
 from api.kafka import KafkaUnavailable, LogOffsets
+from api.services import Services
+from batch_layer.segment import invalid_reasons_total
+from config.settings import Settings
 from contract import utc
-from serving_layer import NothingServed, ServingError
-from serving_layer.engine import ServingState
-from stores.mongo import manifest
+from serving_layer import NothingServed, ServingError, ServingState
+from stores.mongo.manifest import MANIFEST
+
+
+def _as_time(value: object) -> datetime | None:
+    return utc.as_utc(value) if isinstance(value, datetime) else None
 
 
 def _parse_time(value: object) -> datetime | None:
@@ -26,10 +32,82 @@ def _parse_time(value: object) -> datetime | None:
     return utc.as_utc(t)
 
 
-async def batch_dead_letters(services: Services) -> dict[str, int]:
-    """Per field of the reason, every record the batch layer dead-lettered: the invalid records of
-    the master dataset's committed segments (each once, whatever crashes repeated)."""
-    return await manifest.dead_letters(services.mongo[services.settings.mongo_db])
+@dataclass(frozen=True)
+class Manifest:
+    """What /v1/status reads from the master dataset's manifest, in one scan."""
+
+    dead_letters: dict[str, int]
+    """Per field of the reason, every record the batch layer dead-lettered (each once, whatever
+    crashes repeated)."""
+    absorbed_until: dict[int, int]
+    gaps: list[dict[str, Any]]
+    """Offsets retention deleted before they were absorbed, accepted by an operator."""
+
+
+async def read_manifest(services: Services) -> Manifest:
+    segments = services.mongo[services.settings.mongo_db][MANIFEST]
+    reasons: list[Any] = []
+    absorbed: dict[int, int] = {}
+    gaps: list[dict[str, Any]] = []
+    async for doc in segments.find({}, {"invalid_reasons": 1, "ranges": 1, "gap": 1, "committed_at": 1}):
+        reasons.append(doc.get("invalid_reasons"))
+        ranges = doc.get("ranges")
+        if isinstance(ranges, dict):
+            for p, (_, end) in ranges.items():
+                absorbed[int(p)] = max(absorbed.get(int(p), 0), int(end))
+        gap = doc.get("gap")
+        if isinstance(gap, dict) and isinstance(ranges, dict):
+            gaps.append(
+                {
+                    "offsets": {str(p): list(r) for p, r in ranges.items()},
+                    "accepted_by": gap.get("accepted_by"),
+                    "accepted_at": _as_time(doc.get("committed_at")),
+                    "records_survive_from": gap.get("records_survive_from") or {},
+                }
+            )
+    return Manifest(invalid_reasons_total(reasons), absorbed, gaps)
+
+
+async def repair_generation_pointer(services: Services) -> bool:
+    """Whether Redis' served pointer was behind MongoDB's (a run died between the two writes of
+    a switch) and was brought forward: the registry's repair, in a thread (it is synchronous)."""
+    from stores.redis import keys
+
+    pointer = await services.mongo[services.settings.mongo_db]["registry"].find_one({"_id": "served"})
+    if pointer is None:
+        return False
+    if keys.decode_served(await services.redis.get(keys.SERVED)).gen >= int(str(pointer["gen"])):
+        return False
+    return await asyncio.to_thread(_repair, services.settings)
+
+
+def _repair(settings: Settings) -> bool:
+    import redis
+    from pymongo import MongoClient
+
+    from generations.registry import GenerationRegistry
+
+    mongo: MongoClient[dict[str, Any]] = MongoClient(
+        settings.mongo_url, serverSelectionTimeoutMS=settings.api_mongo_timeout_ms
+    )
+    r = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.api_redis_timeout_ms / 1000)
+    try:
+        return GenerationRegistry(mongo[settings.mongo_db], r, dict).repair_hot_copy()
+    finally:
+        mongo.close()
+        r.close()
+
+
+async def redis_memory(services: Services) -> dict[str, Any]:
+    """Redis' used memory against its maxmemory (0 there: no limit). Realtime views live as long as
+    their generation does, so a batch layer that stops publishing shows here first."""
+    info = await services.redis.info("memory")
+    used, limit = int(info["used_memory"]), int(info.get("maxmemory", 0)) or None
+    return {
+        "used_memory_bytes": used,
+        "maxmemory_bytes": limit,
+        "used_share": None if limit is None else round(used / limit, 4),
+    }
 
 
 def _speed_dead_letters(stats: dict[str, object] | None) -> dict[str, int] | None:
@@ -39,10 +117,17 @@ def _speed_dead_letters(stats: dict[str, object] | None) -> dict[str, int] | Non
 
 async def collect_status(services: Services) -> dict[str, Any]:
     errors: dict[str, str] = {}
-    state_result, log_result, batch_letters = await asyncio.gather(
+    timeout = services.settings.api_kafka_timeout_s
+    repaired = False
+    try:  # first, so that the state read next sees the repaired pointer
+        repaired = await asyncio.wait_for(repair_generation_pointer(services), timeout)
+    except Exception as exc:  # a store that is down is reported below by its own read
+        errors["repair"] = f"comparing the served pointers of MongoDB and Redis: {exc!r}"
+    state_result, log_result, manifest, memory = await asyncio.gather(
         services.engine.state(),
         services.kafka.offsets(),
-        asyncio.wait_for(batch_dead_letters(services), services.settings.api_kafka_timeout_s),
+        asyncio.wait_for(read_manifest(services), timeout),
+        asyncio.wait_for(redis_memory(services), timeout),
         return_exceptions=True,
     )
     state: ServingState | None = None
@@ -67,12 +152,14 @@ async def collect_status(services: Services) -> dict[str, Any]:
     served = None
     if state is not None:
         g = state.generation
+        age = (utc.now() - g.started_at).total_seconds()
         served = {
             "generation": g.gen,
             "cut": g.cut,
             "cut_at": g.started_at,
             "served_at": g.served_at,
-            "batch_age_s": round((utc.now() - g.started_at).total_seconds(), 3),
+            "batch_age_s": round(age, 3),
+            "stalled": age > services.settings.batch_stalled_after_s,
         }
     speed = None
     if state is not None and state.commit is not None:
@@ -93,15 +180,35 @@ async def collect_status(services: Services) -> dict[str, Any]:
             "last_batch": stats,
         }
     log_out = None if log is None else {"end_offsets": log.events_end, "dlq_records": log.dlq_records}
-    if isinstance(batch_letters, BaseException):
-        errors.setdefault("mongodb", f"dead letters of the batch layer: {batch_letters!r}")
+    master = None
+    if isinstance(manifest, BaseException):
+        errors.setdefault("mongodb", f"the master dataset's manifest: {manifest!r}")
+    else:
+        master = {"absorbed_until": manifest.absorbed_until, "gaps": manifest.gaps, "retention": None}
+        try:
+            master["retention"] = (await services.kafka.retention(manifest.absorbed_until)).as_dict()
+        except KafkaUnavailable as exc:
+            errors.setdefault("kafka", str(exc))
+    if isinstance(memory, BaseException):
+        errors.setdefault("redis", f"memory: {memory!r}")
     dead_letters = {
-        "batch_absorb": batch_letters if isinstance(batch_letters, dict) else None,
+        "batch_absorb": manifest.dead_letters if isinstance(manifest, Manifest) else None,
         "speed_layer": _speed_dead_letters(state.speed_stats) if state is not None else None,
         "in_dlq": log.dlq_by_source if log is not None else None,
     }
+    result = {
+        "served": served,
+        "speed": speed,
+        "log": log_out,
+        "master": master,
+        "redis": None if isinstance(memory, BaseException) else memory,
+        "repaired_pointer": repaired,
+        "dead_letters": dead_letters,
+        "errors": errors,
+    }
     services.metrics.dead_letters.update(dead_letters)
-    return {"served": served, "speed": speed, "log": log_out, "dead_letters": dead_letters, "errors": errors}
+    services.metrics.operations.update(result)
+    return result
 
 
 async def _check(aw: Any) -> dict[str, Any]:

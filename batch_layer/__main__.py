@@ -1,22 +1,33 @@
-"""``python -m batch_layer run [--full] | loop --interval S | diff A B | status``.
+"""``python -m batch_layer run [--full] | loop --interval S | diff A B | status | accept-gap [--yes]``.
 
 ``run`` performs one generation (incremental unless ``--full``) and prints a summary; any failure
-exits non-zero with the reason, and the served generation stays as it was.
+exits non-zero with the reason, and the served generation stays as it was. ``accept-gap`` lets the
+batch layer go on after retention deleted records it had not absorbed (recorded in the manifest
+with who and when); ``status`` lists the generations, the master dataset, accepted gaps and how
+close the unabsorbed records are to the topic's retention.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
+import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from batch_layer import log_retention
+from batch_layer.master import lost_ranges
 from config.logs import configure_logging
 from config.settings import get_settings
+
+if TYPE_CHECKING:
+    from batch_layer.job import BatchJob
 
 
 def _print_summary(console: Console, summary: dict[str, object]) -> None:
@@ -48,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("a", type=int)
     diff.add_argument("b", type=int)
     sub.add_parser("status", help="the generations and the master dataset")
+    gap = sub.add_parser(
+        "accept-gap", help="go on after retention deleted records never absorbed (they are lost for good)"
+    )
+    gap.add_argument("--yes", action="store_true", help="record the gap (without it: only show it)")
     args = parser.parse_args(argv)
     configure_logging("batch.log")
     console = Console(stderr=False)
@@ -106,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
                 for s in d.sample:
                     console.print(f"  {s['day']} {s['key']}: {s['a']} -> {s['b']}")
             return 0
+        if args.command == "accept-gap":
+            return _accept_gap(console, job, args.yes)
+        if job.registry.repair_hot_copy():
+            console.print("[yellow]Redis served an older generation than MongoDB: brought it forward[/]")
         table = Table(title="generations")
         for col in ("gen", "kind", "state", "cut", "started", "events absorbed"):
             table.add_column(col)
@@ -124,9 +143,48 @@ def main(argv: list[str] | None = None) -> int:
             f"master dataset: {len(segments)} segments, {sum(s.events for s in segments):,} events, "
             f"{len(job.master.days())} days, absorbed until {job.master.absorbed_until()}"
         )
+        for lost in job.master.gaps():
+            assert lost.gap is not None
+            console.print(
+                f"[yellow]accepted gap[/] {lost.ranges} by {lost.gap.get('accepted_by')} at "
+                f"{lost.committed_at:%Y-%m-%d %H:%M:%S}: {lost.gap.get('reason')}"
+            )
+        retention = log_retention.watch(settings, job.master.absorbed_until())
+        console.print(f"log retention: {retention.as_dict()}")
+        if (warning := retention.warning()) is not None:
+            console.print(f"[yellow]{warning}[/]")
         return 0
     finally:
         job.close()
+
+
+def _accept_gap(console: Console, job: BatchJob, confirmed: bool) -> int:
+    """Record in the manifest the offsets retention deleted before they were absorbed, holding the
+    batch lease (no run may absorb meanwhile)."""
+    from ingest.topics import log_start_offsets
+
+    lost = lost_ranges(job.master.absorbed_until(), log_start_offsets(job.settings))
+    if not lost:
+        console.print("no gap: every offset retention deleted had been absorbed")
+        return 0
+    spans = ", ".join(f"partition {p}: offsets {a}..{b} ({b - a:,} records)" for p, (a, b) in lost.items())
+    if not confirmed:
+        console.print(
+            f"lost to retention before absorption: {spans}. Run again with --yes to go on without them."
+        )
+        return 2
+    who = f"{getpass.getuser()}@{socket.gethostname()}"
+    with job.lease.held(who) as held:
+        held.check("accept the gap")
+        served = job.registry.served()
+        segment = job.master.accept_gap(served.gen if served else 0, log_start_offsets(job.settings), who)
+    if segment is None:
+        console.print("no gap any more")
+        return 0
+    console.print(
+        f"[yellow]accepted the gap[/] {segment.segment_id}: {spans}, by {who}; the next run goes on after it"
+    )
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 The served generation changes only in the last step, a single pointer write; a run that fails or
 is killed anywhere before it leaves the served generation as it was, and the next run cleans up
-(orphan segment directories, the half-written collections of the abandoned generation).
+(orphan segment directories, the half-written collections of the abandoned generation) once the
+dead run's lease has expired (batch_layer.lease). Every step that drops, writes or publishes first
+checks that this run still holds its lease.
 
 Incremental runs (the default) recompute only the days that newly absorbed events fall on, from
 those days' master-dataset partitions, and reuse every other day's documents from the served
@@ -18,13 +20,17 @@ from it (each view to its own collection); the day rankings follow from what tha
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
+from confluent_kafka import KafkaException
 
-from batch_layer import faults
+from batch_layer import faults, log_retention
+from batch_layer.lease import BatchLease, Held, LeaseLost
 from batch_layer.master import MasterDataset
 from batch_layer.segment import Segment
 from config.settings import Settings
@@ -35,6 +41,7 @@ from generations.model import Generation
 from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
+from stack.waiting import wait_for_services
 from stores.base import BatchViewWriter
 from stores.mongo.client import connect
 from stores.mongo.codec import collection_name
@@ -69,6 +76,9 @@ class RunSummary:
     insert_seconds: float = 0.0
     """From the first document insert's start to the last one's end: the write rate's time."""
     seconds: dict[str, float] = field(default_factory=dict)
+    retention: dict[str, Any] = field(default_factory=dict)
+    """How close the unabsorbed records were to the topic's retention at the start
+    (batch_layer.log_retention)."""
     retired: list[int] = field(default_factory=list)
     dropped_collections: list[str] = field(default_factory=list)
 
@@ -120,6 +130,7 @@ class BatchJob:
         self.db = self.mongo[settings.mongo_db]
         self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
         self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
+        self.lease = BatchLease(self.db["registry"], settings.batch_lease_s)
         self.master = MasterDataset(settings, MongoManifest(self.db))
         self.store: BatchViewWriter = MongoBatchWriter(self.db, settings.mongo_url)
 
@@ -128,21 +139,25 @@ class BatchJob:
         self.redis.close()
 
     def run(self, full: bool = False) -> RunSummary:
-        token = self.registry.acquire_lock()
-        try:
-            self._clean_up_after_crashes()
+        wait_for_services(self.settings, job="the batch run")
+        with self.lease.held(f"{socket.gethostname()}:{os.getpid()}") as held:
+            self._clean_up_after_crashes(held)
+            held.check("open a generation")
             gen = self.registry.open("full" if full else "incremental")
             try:
-                return self._build(gen, full)
+                return self._build(gen, full, held)
             except BaseException as exc:
+                if isinstance(exc, LeaseLost) or held.lost.is_set():
+                    # The lease's new holder owns the cleanup: it fails and drops this generation.
+                    log.error("generation %d stopped: %s", gen.gen, exc)
+                    raise
                 log.error("generation %d failed: %r; the served generation is unchanged", gen.gen, exc)
-                self.registry.fail(gen, repr(exc))
-                self.store.drop_generation(gen.gen)
+                if self.registry.fail(gen, repr(exc)):
+                    self.store.drop_generation(gen.gen)
                 raise
-        finally:
-            self.registry.release_lock(token)
 
-    def _clean_up_after_crashes(self) -> None:
+    def _clean_up_after_crashes(self, held: Held) -> None:
+        held.check("clean up after crashed runs")
         for stale in self.registry.abandon_stale():
             log.warning("generation %d was abandoned by a crashed run; dropping its partial views", stale.gen)
             self.store.drop_generation(stale.gen)
@@ -152,12 +167,20 @@ class BatchJob:
                 "removed %d uncommitted segment(s) left by a crashed absorb: %s", len(orphans), orphans
             )
 
-    def _build(self, gen: Generation, full: bool) -> RunSummary:
+    def _build(self, gen: Generation, full: bool, held: Held) -> RunSummary:
         s = self.settings
         summary = RunSummary(gen=gen.gen, kind=gen.kind)
         faults.checkpoint(s, "opened")
 
-        # 1. absorb the log up to the cut
+        # 1. absorb the log up to the cut, after a look at how close to retention the log is
+        try:
+            retention = log_retention.watch(s, self.master.absorbed_until())
+        except (KafkaException, RuntimeError) as exc:  # advisory: the absorb says what is wrong
+            log.warning("could not read how close the log is to its retention: %s", exc)
+        else:
+            if (warning := retention.warning()) is not None:
+                log.warning(warning)
+            summary.retention = retention.as_dict()
         t0 = time.monotonic()
         dlq = EventProducer(s)
         with SparkProgress(self.spark, "absorb"):
@@ -173,6 +196,7 @@ class BatchJob:
         dlq.flush()
         faults.checkpoint(s, "absorbed")
         if segment is not None:
+            held.check("commit the absorbed segment")
             self.master.commit(segment)
             summary.events_absorbed, summary.invalid_records = segment.events, segment.invalid
             summary.invalid_reasons = dict(segment.invalid_reasons)
@@ -202,6 +226,7 @@ class BatchJob:
             # The one shared pass computes every view at once, and one Spark job writes all their
             # documents straight from it: nothing is cached or computed twice.
             rows = compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k)
+            held.check("write the views")
             self._write_views(gen.gen, rows, {v.name: plan[v.name] for v in todo}, summary)
         summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
         for view in views:
@@ -223,8 +248,11 @@ class BatchJob:
             "dead_letters_total": summary.dead_letters_total,
             "documents_written": summary.documents_written,
             "view_days_recomputed": summary.view_days_recomputed,
+            "retention": summary.retention,
         }
-        self.registry.publish(gen)
+        held.check("publish")
+        self.registry.publish(gen, lambda: faults.checkpoint(s, "switching"))
+        held.check("retire and collect garbage")
         summary.retired = [g.gen for g in self.registry.retire(keep=2)]
         summary.dropped_collections = self._garbage_collect()
         summary.seconds["publish"] = time.monotonic() - t0

@@ -32,7 +32,9 @@ from batch_layer.segment import Segment, invalid_reasons_total, segments_end
 from config.settings import Settings
 from config.spark import hadoop_path
 from contract.codec import bounds_from, reason_field
+from contract.events import PageView
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
+from ingest.topics import record_times
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -45,7 +47,8 @@ log = logging.getLogger(__name__)
 INVALID_PARTITION = "invalid"
 UNJUDGED_PARTITION = "unjudged"
 """Between the absorb's two passes only: the records the first did not recognise, for the second."""
-EVENT_COLUMNS = ("event_id", "ts", "visitor_id", "url", "referrer", "user_agent", "country")
+EVENT_COLUMNS = tuple(name for name in PageView.model_fields if name != "schema_version")
+"""The contract's fields as a segment row holds them: the event's own, then ``schema_version``."""
 
 
 def segment_rows(parsed: DataFrame) -> DataFrame:
@@ -140,6 +143,14 @@ def absorb_ranges(
     Raises AbsorbError if retention deleted offsets that were never absorbed: the master dataset
     would silently miss events, so no view computed from it could be exact.
     """
+    lost = lost_ranges(absorbed, log_start)
+    if lost:
+        spans = ", ".join(f"partition {p}: offsets {a}..{b}" for p, (a, b) in sorted(lost.items()))
+        raise AbsorbError(
+            f"{spans} were deleted by retention before they were absorbed; raise the topic's retention "
+            "or run the batch layer more often. To go on without them (they are lost for good, and "
+            "answers covering them will say so): python -m batch_layer accept-gap"
+        )
     ranges: dict[int, tuple[int, int]] = {}
     for p, to in sorted(cut.items()):
         start = absorbed.get(p, log_start.get(p, 0))
@@ -149,14 +160,15 @@ def absorb_ranges(
                 p,
                 log_start[p],
             )
-        if log_start.get(p, 0) > start:
-            raise AbsorbError(
-                f"partition {p}: offsets {start}..{log_start[p]} were deleted by retention before they "
-                "were absorbed; raise the topic's retention or run the batch layer more often"
-            )
         if to > start:
             ranges[p] = (start, to)
     return ranges
+
+
+def lost_ranges(absorbed: dict[int, int], log_start: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """Per partition the absorb has started on, the [from, to) offsets retention deleted before
+    they were absorbed."""
+    return {p: (absorbed[p], log_start[p]) for p in sorted(absorbed) if log_start.get(p, 0) > absorbed[p]}
 
 
 class MasterDataset:
@@ -242,6 +254,36 @@ class MasterDataset:
             committed_at=datetime.now(UTC),
             invalid_reasons=reasons,
         )
+
+    def accept_gap(self, gen: int, log_start: dict[int, int], accepted_by: str) -> Segment | None:
+        """Record the offsets retention deleted before they were absorbed as a gap in the manifest,
+        so that the next absorb starts after them; None when nothing is lost. The operator's
+        explicit decision (``python -m batch_layer accept-gap``): those events are gone for good."""
+        lost = lost_ranges(self.absorbed_until(), log_start)
+        if not lost:
+            return None
+        survivors = record_times(self.settings, log_start)
+        segment = Segment(
+            segment_id=f"gap-{uuid.uuid4().hex[:8]}",
+            gen=gen,
+            path="",
+            ranges=lost,
+            events=0,
+            invalid=0,
+            days=[],
+            committed_at=datetime.now(UTC),
+            gap={
+                "accepted_by": accepted_by,
+                "reason": "deleted by the topic's retention before the batch layer absorbed them",
+                "records_survive_from": {str(p): t for p, t in survivors.items() if p in lost},
+            },
+        )
+        self.commit(segment)
+        log.warning("accepted a gap in the master dataset: %s (by %s)", lost, accepted_by)
+        return segment
+
+    def gaps(self) -> list[Segment]:
+        return [s for s in self.segments() if s.gap is not None]
 
     def commit(self, segment: Segment) -> None:
         """Make a written segment part of the master dataset (one document insert: atomic)."""

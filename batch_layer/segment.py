@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class Segment:
     committed_at: datetime
     invalid_reasons: dict[str, int] = field(default_factory=dict)
     """Invalid records per field of their reason (``reason_field``)."""
+    gap: dict[str, Any] | None = None
+    """Set on an accepted gap: offsets retention deleted before any absorb, recorded (who, when,
+    from what time on records survive) so that the master dataset accounts for every offset."""
 
 
 def segments_end(segments: Iterable[Segment]) -> dict[int, int]:

@@ -17,8 +17,8 @@
    least Spark work for the values the recompute stores, with no writes: the shared pass's own plan
    into a no-op sink (:func:`shared_pass_floor_seconds`), so that the ratio never flatters the
    recompute with a floor slower than its own computation. ``--plain-floor`` also times the plain
-   way to write it (:func:`floor_seconds`, two shuffles) and takes the faster of the two; every run
-   so far found it about 1.5x slower than the shared pass, and it costs five minutes, so the
+   way to write it (:func:`floor_seconds`, two shuffles) and takes the faster of the two; it has
+   always been the slower (the README's benchmarks say by how much) and costs minutes, so the
    defaults leave it out to finish in under 10 minutes.
 Targets: full recompute >= 80% of the floor's rate, documents written included; incremental <= 5%
 of the full. Absolute rates move from machine to machine; the ratio, measured in the same run, does

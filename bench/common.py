@@ -70,22 +70,33 @@ def produce_generated(
 
 
 def machine() -> dict[str, Any]:
+    """The machine and the code a result was measured on (every result file records it)."""
     return {
         "cores": os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 1024**3, 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "commit": _git_commit(),
+        **provenance(),
     }
 
 
-def _git_commit() -> str:
+def provenance() -> dict[str, Any]:
+    """The commit the checkout was at and whether its tracked files differed from it (``dirty``):
+    a figure measured on uncommitted code says so. The result files themselves do not count (an
+    earlier bench of the same ``make bench`` has just rewritten one). Unknown (no git, not a
+    checkout): ``unknown`` and None."""
     try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
+        commit = _git("rev-parse", "--short", "HEAD").strip()
+        dirty = bool(
+            _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results").strip()
+        )
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return {"commit": "unknown", "dirty": None}
+    return {"commit": commit, "dirty": dirty}
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout
 
 
 def peak_rss_mib(children: bool = False) -> float:

@@ -50,8 +50,8 @@ from speed_layer.stream import use_state_store
 SPEED_DEDUP_WINDOW_S = 600
 SPEED_RUNS = 3
 """Runs of the speed layer with each parse (--layers), taking turns to go first: each is a new
-JVM working through the backlog, about a minute and a half. Runs of the same code differed by up to
-20% here, so the figure is the median of each."""
+JVM working through the backlog. Runs of the same code differ widely on a shared machine
+(README, "The event contract"), so the figure is the median of each."""
 NON_CANONICAL_RECORDS = 200_000
 """Valid records respelled so that none is recognised (:func:`spaced`): the Python path's cost."""
 

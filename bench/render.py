@@ -10,8 +10,9 @@ of a shared machine weighs on both alike):
           pydantic's serializer (``__pydantic_serializer__.to_json``): the models as the one
           definition at run time.
 
-Both give the same content (checked before timing). Printed: microseconds per render of the
-best round, and the median over the rounds of models/hand; nothing is written.
+Both give the same content (checked before timing). Printed and written to
+``bench/results/render.json``: microseconds per render of the best round, and the median over the
+rounds of models/hand.
 
     python -m bench.render
     python -m bench.render --number 2000 --rounds 4
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import timeit
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -39,8 +41,17 @@ from api.schemas import (
     Totals,
 )
 from api.schemas import Distinct as DistinctModel
-from serving_layer import Coverage, Granularity, TopAnswer
-from serving_layer.engine import Distinct, SeriesAnswer, SeriesPoint, SeriesQuery, TopQuery
+from bench.common import write_result
+from serving_layer import (
+    Coverage,
+    Distinct,
+    Granularity,
+    SeriesAnswer,
+    SeriesPoint,
+    SeriesQuery,
+    TopAnswer,
+    TopQuery,
+)
 from views.scopes import value_of
 
 START = datetime(2026, 10, 22, tzinfo=UTC)
@@ -148,7 +159,8 @@ def main() -> None:
         ("breakdown, 10 values", hand_breakdown, model_breakdown),
     ]
     per_round = max(1, args.number // args.rounds)
-    for name, hand, model in pairs:
+    answers: dict[str, dict[str, float]] = {}
+    for key, (name, hand, model) in zip(("timeseries_720_hours", "breakdown_10_values"), pairs, strict=True):
         assert orjson.loads(hand()) == orjson.loads(model()), f"{name}: the two renders differ"
         times: dict[str, list[float]] = {"hand": [], "models": []}
         ratios = []
@@ -160,6 +172,16 @@ def main() -> None:
             f"{name}: hand {min(times['hand']):.1f} us, models {min(times['models']):.1f} us per render "
             f"(best round); models/hand {statistics.median(ratios):.2f}x (median of {args.rounds} rounds)"
         )
+        answers[key] = {
+            "hand_us": round(min(times["hand"]), 1),
+            "models_us": round(min(times["models"]), 1),
+            "models_over_hand": round(statistics.median(ratios), 2),
+        }
+    command = " ".join(["python -m bench.render", *sys.argv[1:]])
+    path = write_result(
+        "render", {"command": command, "renders": args.number, "rounds": args.rounds, "answers": answers}
+    )
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ def micro_batches(views: dict[str, list[View]], lg_k: int) -> dict[str, Pass]:
 
 def batch_pass(spark: Any, events: Any, run: Pass, n: int, repeat: int) -> dict[str, Any]:
     """The best of ``repeat`` runs after a warm-up (JIT, file listing, Python workers): on a
-    shared 2-core machine a single run moves by 10-15% from one to the next."""
+    shared 2-core machine a single run moves noticeably from one to the next."""
     stages_of(spark, lambda: run(events))
     runs = [stages_of(spark, lambda: run(events)) for _ in range(repeat)]
     seconds = min(s for s, _ in runs)

@@ -1,10 +1,9 @@
-"""A class-data archive of the Spark driver JVM, so every job starts in half the time.
+"""A class-data archive of the Spark driver JVM, so every job starts sooner.
 
 A Spark driver loads some 15,000 classes before it runs its first task; on a 2-core machine that
-is most of a job's start: a bare local session took 12 s and its first one-row job 6 s more.
-Java's class-data sharing (CDS) maps those classes, already parsed and verified, from an archive
-instead: with an archive written by one run of the code below, the same session took 6.5 s and the
-first job 3.5 s. Every start of the speed layer, a batch run, a rebuild or the test suite's jobs
+is most of a job's start. Java's class-data sharing (CDS) maps those classes, already parsed and
+verified, from an archive instead, written by one run of the code below (the README's "Faster job
+starts" has the figures). Every start of the speed layer, a batch run, a rebuild or the test suite's jobs
 pays this, so it is worth one minute of ``make setup``.
 
 The archive is a dynamic one (``-XX:ArchiveClassesAtExit``, Java 13 and later): a JVM runs a small

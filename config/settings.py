@@ -83,8 +83,8 @@ class Settings(BaseSettings):
     spark_driver_memory: str = Field(
         "3g",
         description=(
-            "Set before the JVM starts; local mode runs in it. 3g keeps a full recompute of 10M events "
-            "under 4 GB of resident memory (6g: 6.8 GB, 7-12% faster)."
+            "Set before the JVM starts; local mode runs in it. 3g keeps the batch benchmark's full "
+            "recompute under its 4 GB memory target (docs/scaling.md)."
         ),
     )
     spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")
@@ -153,6 +153,17 @@ class Settings(BaseSettings):
         description="Safety net: realtime keys expire this long after their last write.",
     )
 
+    batch_lease_s: float = Field(
+        120.0,
+        gt=0,
+        description="The batch run's lease: renewed every third of it while the run works; a run that "
+        "stops renewing (killed, paused) is taken over once it expires.",
+    )
+    batch_stalled_after_s: float = Field(
+        3 * 3600.0,
+        gt=0,
+        description="/v1/status says the batch layer is stalled when the served cut is older than this.",
+    )
     batch_pause_at: str | None = Field(
         None, description="Crash tests only: the batch run stops at this checkpoint until killed."
     )
@@ -162,6 +173,11 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=1, le=65535)
     api_key: SecretStr | None = Field(
         None, description="When set, POST /v1/events requires it in the X-API-Key header."
+    )
+    api_cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins whose web pages may call the API (CORS), as JSON: "
+        "LAMBDA_API_CORS_ORIGINS='[\"https://a.example\"]'. None by default: only the API's own pages.",
     )
     api_max_range_days: int = Field(92, ge=1, description="Longest range a query may ask for.")
     api_max_top: int = Field(1000, ge=1, description="Largest `limit` of GET /v1/top-urls.")
@@ -186,6 +202,25 @@ class Settings(BaseSettings):
 
     # --- the probes and timeouts of the local stack ---------------------------------------------
     stack_start_timeout_s: float = 60.0
+    service_wait_s: float = Field(
+        300.0,
+        gt=0,
+        description="How long a job that starts waits for Kafka, MongoDB and Redis before it gives up.",
+    )
+
+    # --- the keeper of background jobs (make speed-start, make api-start) --------------------
+    job_restart_max: int = Field(
+        5, ge=0, description="A job that exits more often than this within the window is not restarted."
+    )
+    job_restart_window_s: float = Field(600.0, gt=0, description="The window of job_restart_max.")
+    job_restart_backoff_initial_s: float = Field(
+        1.0, ge=0, description="Wait before the first restart; doubled for each exit within the window."
+    )
+    job_restart_backoff_max_s: float = Field(60.0, ge=0, description="Longest wait before a restart.")
+    log_max_bytes: int = Field(
+        50 * 1024 * 1024, ge=1024, description="A job's log file is rotated past this size."
+    )
+    log_backups: int = Field(3, ge=1, description="Rotated log files kept per job (name.out.1, ...).")
 
     def to_env(self, *fields: str) -> dict[str, str]:
         """The ``LAMBDA_*`` variables that make another process (a job, a CLI under test, a

@@ -125,12 +125,12 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
         # The shared pass's HLL aggregation holds one sketch per (view, key, day, hour) of a
-        # partition; past 128 of them (the default) Spark sorts the rest instead. Measured on 1M
-        # events, five dimensions: that aggregation 8.1 s at 128 keys, 4.3 s at 2^18 (docs/views.md).
+        # partition; past 128 of them (the default) Spark sorts the rest instead, which is slower
+        # (docs/views.md has the figures).
         .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "262144")
         # The shared pass's per-visitor count has millions of groups per partition: a small "fast"
-        # map probed before the real one only misses. Without it the whole pass over 2M events took
-        # 22.7-25.0 s instead of 32.5-36.4 s, same JVM, alternated (docs/views.md).
+        # map probed before the real one only misses, so the pass is faster without it
+        # (docs/views.md has the figures).
         .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
         .config("spark.driver.extraJavaOptions", " ".join([JAVA_OPTIONS, *java_options(settings)]))
         .config("spark.executor.extraJavaOptions", JAVA_OPTIONS)

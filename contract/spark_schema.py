@@ -9,8 +9,8 @@ canonical form ingest writes are recognised in Spark and skip Python (:mod:`cont
 that is every record ingest produced, and recognising can only send a record to the full check.
 
 A vectorised UDF still costs every row that passes through it, recognised or not (a null crossing
-to Python and back: about 0.3 µs here with the row as narrow as the Kafka record, 1.3 µs when the
-parsed record rode along; docs/contract.md). A caller that can afford a second pass over only the
+to Python and back, cheaper the narrower the row, so it is kept as narrow as the Kafka record;
+docs/contract.md has the figures). A caller that can afford a second pass over only the
 records it did not recognise asks for ``judge=False`` and judges those with :func:`kafka_rows_of`
 (the batch absorb does, over what it wrote); the stream cannot, and judges in one pass.
 """
@@ -91,31 +91,6 @@ UNJUDGED = "unjudged: not in the canonical form, for the contract's own check"
 (``judge=False``) and did not recognise: not a verdict, a record the caller must still judge."""
 
 _CANONICAL = "_canonical"
-
-
-def parsed_schema() -> StructType:
-    """What :func:`parse_kafka_records` yields: the contract's columns, the record's log position,
-    its original bytes and the verdict."""
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    return StructType(
-        [
-            *event_schema().fields,
-            StructField("kafka_partition", IntegerType(), True),
-            StructField("kafka_offset", LongType(), True),
-            StructField("log_time", TimestampType(), True),
-            StructField("_raw", BinaryType(), True),
-            StructField(INVALID_COLUMN, StringType(), True),
-        ]
-    )
 
 
 def judge_column(values: pd.Series, log_us: pd.Series, bounds: TimeBounds) -> pd.DataFrame:
@@ -204,11 +179,6 @@ def canonical_time(spark: SparkSession, value: Column) -> Column:
         RECOGNISER_FUNCTION, recogniser, jvm.org.apache.spark.sql.types.DataTypes.LongType
     )
     return F.call_function(RECOGNISER_FUNCTION, value)
-
-
-def canonical_shape(spark: SparkSession, value: Column) -> Column:
-    """True for a record whose bytes have the canonical form (:func:`canonical_time`)."""
-    return canonical_time(spark, value).isNotNull()
 
 
 def recognise(records: DataFrame, bounds: TimeBounds) -> DataFrame:

@@ -109,7 +109,7 @@ def ingest(
             progress.advance(task, n)
 
     # The loop allocates millions of short-lived, acyclic objects; reference counting frees them
-    # all, and the cyclic collector would only scan them again and again (~15% of the run).
+    # all, and the cyclic collector would only scan them again and again (docs/design.md).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:

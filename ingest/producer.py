@@ -155,8 +155,8 @@ class EventProducer:
             self._send(topic, value, key, headers, index)
         except BufferError:
             # The local queue is full: let librdkafka drain it, then retry (backpressure). Only this
-            # slow path goes through tenacity: measured, a Retrying call costs about 100 times a
-            # bare try (~150 us against ~1.4 us a call), more than a whole record's budget.
+            # slow path goes through tenacity: a Retrying call costs more than a whole record's
+            # budget (docs/design.md, "Measured by hand").
             Retrying(
                 retry=retry_if_exception_type(BufferError),
                 wait=wait_fixed(QUEUE_FULL_POLL_S),

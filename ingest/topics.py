@@ -7,11 +7,14 @@ layer deduplicates within a window of arrival time, which producers cannot skew 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # OffsetSpec: re-exported, untyped
     AdminClient,
+    ConfigResource,
     OffsetSpec,
 )
 from confluent_kafka.cimpl import NewTopic
@@ -139,3 +142,45 @@ def offsets_for_time(settings: Settings, timestamp_ms: int, timeout: float = 10.
         return found
     ends = partition_offsets(admin, topic, LATEST, timeout)
     return {p: offset if offset >= 0 else ends[p] for p, offset in found.items()}
+
+
+def record_times(settings: Settings, offsets: dict[int, int], timeout: float = 10.0) -> dict[int, datetime]:
+    """The log-append time of the record at each ``partition -> offset`` of `events` (or of the first
+    one after it, if retention deleted it meanwhile); partitions with no record to read within
+    ``timeout`` are left out."""
+    if not offsets:
+        return {}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": "lambda-record-times",
+            "enable.auto.commit": False,
+        }
+    )
+    found: dict[int, datetime] = {}
+    try:
+        consumer.assign([TopicPartition(settings.events_topic, p, o) for p, o in offsets.items()])
+        deadline = time.monotonic() + timeout
+        while len(found) < len(offsets) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            partition = message.partition()
+            if (
+                partition is not None
+                and partition not in found
+                and message.offset() == offsets.get(partition)
+            ):
+                found[partition] = datetime.fromtimestamp(message.timestamp()[1] / 1000, UTC)
+                consumer.pause([TopicPartition(settings.events_topic, partition)])
+    finally:
+        consumer.close()
+    return found
+
+
+def retention_ms(settings: Settings, timeout: float = 10.0) -> int:
+    """The `events` topic's retention.ms as the broker applies it (-1: forever)."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, settings.events_topic)
+    admin = admin_client(settings)  # held until the answer is in: a dropped client cancels it
+    configs = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+    return int(configs["retention.ms"].value)

@@ -10,19 +10,29 @@ from rich.console import Console
 from rich.table import Table
 
 from config.settings import Settings, get_settings
-from stack import control
+from stack import control, jobs
 from stack.services import (
     ServiceError,
     all_services,
     cluster_services,
     container_worker_argv,
+    container_worker_listening,
     spark_home,
 )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
-    commands = ["up", "down", "ps", "cluster-up", "cluster-down", "cluster-ps", "spark-worker"]
+    commands = [
+        "up",
+        "down",
+        "ps",
+        "cluster-up",
+        "cluster-down",
+        "cluster-ps",
+        "spark-worker",
+        "spark-worker-probe",
+    ]
     parser.add_argument("command", choices=commands)
     parser.add_argument("services", nargs="*", help="only these services (kafka, ferretdb, redis)")
     args = parser.parse_args(argv)
@@ -30,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     names = args.services or None
     console = Console()
+    if args.command == "spark-worker-probe":  # the container worker's health check
+        return 0 if container_worker_listening(settings) else 1
     if args.command == "spark-worker":  # a container's one process: replaced by the worker JVM
         import os
 
@@ -79,7 +91,23 @@ def _print_status(console: Console, settings: Settings, cluster: bool = False) -
         healthy &= st.healthy
         table.add_row(st.name, str(st.pid or "-"), st.address, state, st.detail)
     console.print(table)
+    if not cluster:
+        _print_jobs(console, settings)
     return 0 if healthy else 3
+
+
+def _print_jobs(console: Console, settings: Settings) -> None:
+    """The platform's background jobs under their keepers: a job that keeps dying shows here."""
+    table = Table(title="background jobs (restarted by their keeper when they die)")
+    for column in ("job", "keeper pid", "job pid", "state", "restarts", "last exit"):
+        table.add_column(column)
+    for name in jobs.NAMES:
+        st = jobs.status(settings, name)
+        colour = {"up": "green", "restarting": "yellow"}.get(st.state, "red")
+        state = f"[{colour}]{st.state}[/]" + (f": {st.gave_up}" if st.gave_up else "")
+        last = "-" if st.last_exit is None else str(st.last_exit)
+        table.add_row(name, str(st.keeper_pid or "-"), str(st.job_pid or "-"), state, str(st.restarts), last)
+    console.print(table)
 
 
 if __name__ == "__main__":

@@ -456,20 +456,40 @@ def cluster_services(settings: Settings) -> list[Service]:
     return [SparkMaster(settings), *workers]
 
 
+def container_worker_address(settings: Settings) -> tuple[str, int]:
+    """Where a worker in a container listens and what it advertises to the master: the container's
+    own address (its host name resolved, which is what Spark would pick by itself) and the master's
+    port + 1. Named once, for the worker's command line and its health check alike: a worker does
+    not listen on 127.0.0.1, so a check that looked there would never pass."""
+    return socket.gethostbyname(socket.gethostname()), settings.spark_cluster_port + 1
+
+
+def container_worker_listening(settings: Settings, timeout: float = 3.0) -> bool:
+    """The container worker's health check: does something accept connections where it listens?"""
+    try:
+        socket.create_connection(container_worker_address(settings), timeout).close()
+    except OSError:
+        return False
+    return True
+
+
 def container_worker_argv(settings: Settings) -> list[str]:
     """A worker in the foreground for a container (``python -m stack spark-worker``).
 
     It registers with ``settings.spark_master`` and offers ``spark_worker_cores`` cores and
     ``spark_worker_memory``; its Python workers run this image's interpreter, so executors have
-    exactly the driver's Python and dependencies. Binds every interface of the container.
+    exactly the driver's Python and dependencies. It listens on :func:`container_worker_address`.
     """
     if not settings.spark_master.startswith("spark://"):
         raise ServiceError(f"LAMBDA_SPARK_MASTER must be a spark:// URL, not {settings.spark_master}")
+    host, port = container_worker_address(settings)
     return [
         str(spark_home() / "bin" / "spark-class"),
         SparkWorker.main_class,
+        "--host",
+        host,
         "--port",
-        str(settings.spark_cluster_port + 1),
+        str(port),
         "--webui-port",
         str(settings.spark_cluster_webui_port + 1),
         "--cores",

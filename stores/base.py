@@ -1,7 +1,7 @@
 """The interfaces of the stores, each with its write half and its read half; one package per backend.
 
 - The generation registry (MongoDB: ``stores.mongo.generations``): :class:`GenerationStore`, the
-  durable record of every generation, the served pointer and the batch lock;
+  durable record of every generation and the served pointer;
   :class:`ManifestStore` (``stores.mongo.manifest``), the master dataset's committed segments.
 - Batch views (MongoDB: ``stores.mongo``): :class:`BatchViewWriter`, the batch layer's write,
   rankings, read-back and garbage collection of a generation's documents; :class:`BatchReader`,
@@ -123,7 +123,7 @@ class WrittenViews:
 
 class GenerationStore(Protocol):
     """The durable half of the generation registry (generations.registry keeps the protocol and
-    the hot copy): a record per generation, the served pointer and the batch lock."""
+    the hot copy): a record per generation and the served pointer."""
 
     def get(self, gen: int) -> Generation | None: ...
 
@@ -137,6 +137,10 @@ class GenerationStore(Protocol):
 
     def save(self, gen: Generation) -> None: ...
 
+    def save_if(self, gen: Generation, expected: Iterable[GenerationState]) -> bool:
+        """Save ``gen`` only if its stored state is one of ``expected``, atomically; whether it was."""
+        ...
+
     def set_state(self, gen: int, state: GenerationState) -> None: ...
 
     def served_gen(self) -> int | None:
@@ -145,18 +149,6 @@ class GenerationStore(Protocol):
 
     def point_served(self, gen: int, at: datetime) -> None:
         """Switch the served pointer, atomically."""
-        ...
-
-    def try_lock(self, token: str, since: datetime) -> bool:
-        """Take the batch lock; False when another token holds it."""
-        ...
-
-    def lock(self) -> dict[str, Any]:
-        """The lock's holder (``token``, ``since``); empty when nobody holds it."""
-        ...
-
-    def unlock(self, token: Any) -> None:
-        """Release the lock if ``token`` still holds it."""
         ...
 
 

@@ -26,12 +26,13 @@ from serving_layer import (
     BatchUnavailable,
     ConsistencyTimeout,
     Granularity,
+    PageviewsAnswer,
     QueryEngine,
     ReadAfter,
+    SeriesAnswer,
     SeriesQuery,
     TopQuery,
 )
-from serving_layer.engine import PageviewsAnswer, SeriesAnswer
 from serving_layer.model import BatchDoc, HashRead, NotReady, RankRead, SpeedCommit
 from serving_layer.tiling import DAY, buckets
 from stores.base import PV, BatchReader, RealtimeReader

@@ -164,8 +164,6 @@ def test_ports_are_the_settings_defaults() -> None:
     assert f"/{DEFAULTS.spark_cluster_webui_port}" in " ".join(
         services["spark-master"]["healthcheck"]["test"]
     )
-    # `python -m stack spark-worker` listens on the master's port + 1 (stack.services).
-    assert f"{DEFAULTS.spark_cluster_port + 1})" in " ".join(services["spark-worker"]["healthcheck"]["test"])
     api = services["api"]
     assert api["ports"] == [f"{DEFAULTS.api_port}:{DEFAULTS.api_port}"]
     assert api["environment"]["LAMBDA_API_PORT"] == str(DEFAULTS.api_port)
@@ -173,6 +171,64 @@ def test_ports_are_the_settings_defaults() -> None:
     # Nothing but the API is published.
     for name, service in services.items():
         assert name == "api" or "ports" not in service, name
+
+
+ALL_INTERFACES = {"", "0.0.0.0", "*", "::"}
+LOOPBACK = {"127.0.0.1", "localhost"}
+
+
+def _listens_on(name: str, service: dict[str, Any]) -> tuple[str, int]:
+    """Where the service's own command listens, read from its command line and environment (with
+    the image's documented default where the command says nothing)."""
+    command, env = service.get("command", []), service.get("environment", {})
+    if name == "kafka":
+        plaintext = next(part for part in env["KAFKA_LISTENERS"].split(",") if part.startswith("PLAINTEXT"))
+        host, port = plaintext.removeprefix("PLAINTEXT://").rsplit(":", 1)
+        return host, int(port)
+    if name == "redis":  # redis-server binds every interface unless told --bind
+        return (command[command.index("--bind") + 1] if "--bind" in command else "*"), 6379
+    if name == "mongo":  # the official image starts mongod with --bind_ip_all
+        return "0.0.0.0", DEFAULTS.mongo_port
+    if name == "spark-master":  # the web UI binds every interface (SPARK_LOCAL_IP is not set)
+        assert "SPARK_LOCAL_IP" not in env
+        return "0.0.0.0", int(command[command.index("--webui-port") + 1])
+    if name == "api":
+        return env["LAMBDA_API_HOST"], int(env["LAMBDA_API_PORT"])
+    raise AssertionError(f"{name}: unknown listener")
+
+
+def _probes(test: list[str]) -> tuple[str, int]:
+    """The address a health check connects to."""
+    text = " ".join(test)
+    if "redis-cli" in text:
+        return "127.0.0.1", 6379
+    if "mongosh" in text:
+        return "localhost", DEFAULTS.mongo_port
+    match = re.search(r"(?:/dev/tcp/|//|--bootstrap-server )([\w.-]+)[:/](\d+)", text)
+    assert match, f"no address in {text}"
+    return match.group(1), int(match.group(2))
+
+
+def test_every_health_check_probes_where_its_command_listens() -> None:
+    """A check on an address the service does not listen on never passes, and every service that
+    waits for it never starts: each check is held against the bind address of the command itself."""
+    services = _services()
+    for name in ("kafka", "redis", "mongo", "spark-master", "api"):
+        bind_host, bind_port = _listens_on(name, services[name])
+        host, port = _probes(services[name]["healthcheck"]["test"])
+        assert port == bind_port, f"{name}: checks port {port}, listens on {bind_port}"
+        assert host == bind_host or (host in LOOPBACK and bind_host in ALL_INTERFACES), (
+            f"{name}: checks {host}, listens on {bind_host or 'every interface'}"
+        )
+    # The worker listens on its container's own address (stack.services.container_worker_address);
+    # its check is the project's probe of that same address, never a literal one.
+    assert services["spark-worker"]["healthcheck"]["test"] == [
+        "CMD",
+        "python",
+        "-m",
+        "stack",
+        "spark-worker-probe",
+    ]
 
 
 def test_commands_are_project_entry_points() -> None:

@@ -56,8 +56,8 @@ class Dimension:
     once_per_value: bool = False
     """Evaluate the key once per distinct value of the fields it reads and join it back (a
     broadcast join), instead of once per event. For a key that is costly per row over fields with
-    few distinct values: the device rules cost ~6 us per event as an expression (thirty-odd
-    substring scans of a 115-byte string), and a million events carry a few thousand user agents.
+    few distinct values: the device rules are thirty-odd substring scans of the user agent per
+    event, and a million events carry a few thousand user agents (docs/views.md has the figures).
     It changes the cost only, never the key."""
 
     def stored_key(self, key: Column | None = None) -> Column:

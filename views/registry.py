@@ -1,7 +1,7 @@
 """The registry of views: the one place both layers and the API look up what exists.
 
-Views are declared (:func:`declare`, or :func:`register` for a function view) when their module is
-imported; :func:`all_views` imports the shipped declarations (:mod:`views.dimensions`) first.
+Views are declared (:func:`declare`) when their module is imported; :func:`all_views` imports the
+shipped declarations (:mod:`views.dimensions`) first.
 
 Fingerprints decide when stored batch views are stale. A view's fingerprint covers everything its
 stored values depend on: its declaration (Spark's rendering of the key expression, so an edit of
@@ -19,7 +19,7 @@ import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from views.dimension import Dimension, FunctionView, View, ViewFunction
+from views.dimension import Dimension, View
 
 _REGISTRY: dict[str, View] = {}
 
@@ -30,19 +30,6 @@ def declare(view: View) -> View:
         raise ValueError(f"view name {view.name!r}: use lower-case letters, digits and _")
     _REGISTRY[view.name] = view
     return view
-
-
-def register(
-    name: str, description: str, inputs: tuple[str, ...] | None = None
-) -> Callable[[ViewFunction], ViewFunction]:
-    """Decorator: declare a function view (for views that are not a key per event)."""
-
-    def decorate(fn: ViewFunction) -> ViewFunction:
-        view = FunctionView(name, fn, description)
-        declare(view if inputs is None else FunctionView(name, fn, description, inputs=inputs))
-        return fn
-
-    return decorate
 
 
 def all_views() -> list[View]:

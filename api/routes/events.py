@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 
 from api import render
 from api.deps import ApiKeyDep, ServicesDep
-from api.events import parse_events, read_body
+from api.events import parse_events, read_body, require_json
 from api.schemas import ErrorResponse, EventsAccepted, ValidationErrorResponse
 from contract import PageView
 
@@ -53,6 +53,7 @@ REQUEST_BODY: dict[str, Any] = {
     responses={
         401: {"model": ErrorResponse, "description": "An API key is required and missing or wrong."},
         413: {"model": ErrorResponse, "description": "Body or event count above the limits."},
+        415: {"model": ErrorResponse, "description": "The body is not declared `application/json`."},
         422: {"model": ValidationErrorResponse, "description": "Invalid events; nothing was produced."},
         503: {"model": ErrorResponse, "description": "Kafka did not acknowledge; resending is safe."},
     },
@@ -63,6 +64,7 @@ async def post_events(request: Request, services: ServicesDep, _: ApiKeyDep) -> 
     """Validated with the event contract and produced to Kafka (idempotent producer, acks=all).
     All or nothing: one invalid event rejects the request with every broken field listed. Events
     are deduplicated by `event_id` downstream, so resending after an error is safe."""
+    require_json(request)
     body = await read_body(request, services.settings.api_max_body_bytes)
     accepted = await services.ingest.produce(parse_events(body, services.settings))
     return render.json_response(render.accepted(accepted), status_code=202)

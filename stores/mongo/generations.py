@@ -1,18 +1,18 @@
 """The generation registry on MongoDB: one document per generation (``generations``), the served
-pointer and the batch lock (``registry``), and the one codec of a generation's document.
+pointer (``registry``), and the one codec of a generation's document.
 
-The served pointer is switched by a single-document write, atomic on every MongoDB-protocol
-server; the lock is a document whose ``_id`` only one run can insert. The protocol that uses them
+The served pointer is switched by a single-document write, and a conditional state change is one
+conditional replace: both atomic on every MongoDB-protocol server. The protocol that uses them
 (opening, publishing, retiring) is generations.registry's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError
 
 from contract import utc
 from generations.model import Generation, GenerationError
@@ -24,9 +24,8 @@ if TYPE_CHECKING:
 GENERATIONS = "generations"
 """The collection of the generations' documents, ``_id`` the generation number."""
 POINTERS = "registry"
-"""The collection of the served pointer and the batch lock."""
+"""The collection of the served pointer."""
 SERVED_ID = "served"
-LOCK_ID = "batch-lock"
 
 
 def generation_document(g: Generation) -> dict[str, Any]:
@@ -95,6 +94,12 @@ class MongoGenerationStore:
     def save(self, gen: Generation) -> None:
         self.generations.replace_one({"_id": gen.gen}, generation_document(gen))
 
+    def save_if(self, gen: Generation, expected: Iterable[GenerationState]) -> bool:
+        replaced = self.generations.replace_one(
+            {"_id": gen.gen, "state": {"$in": [str(state) for state in expected]}}, generation_document(gen)
+        )
+        return replaced.matched_count == 1
+
     def set_state(self, gen: int, state: GenerationState) -> None:
         self.generations.update_one({"_id": gen}, {"$set": {"state": state}})
 
@@ -104,22 +109,6 @@ class MongoGenerationStore:
 
     def point_served(self, gen: int, at: datetime) -> None:
         self.pointers.replace_one({"_id": SERVED_ID}, {"_id": SERVED_ID, "gen": gen, "at": at}, upsert=True)
-
-    def try_lock(self, token: str, since: datetime) -> bool:
-        """Take the batch lock; False when another token holds it."""
-        try:
-            self.pointers.insert_one({"_id": LOCK_ID, "token": token, "since": since})
-        except DuplicateKeyError:
-            return False
-        return True
-
-    def lock(self) -> dict[str, Any]:
-        """The lock's holder (``token``, ``since``); empty when nobody holds it."""
-        return self.pointers.find_one({"_id": LOCK_ID}) or {}
-
-    def unlock(self, token: Any) -> None:
-        """Release the lock if ``token`` still holds it."""
-        self.pointers.delete_one({"_id": LOCK_ID, "token": token})
 
 
 def generation_store(store: Database[dict[str, Any]] | GenerationStore) -> GenerationStore:

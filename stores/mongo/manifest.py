@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 
-from batch_layer.segment import Segment, invalid_reasons_total
+from batch_layer.segment import Segment
 
 MANIFEST = "master_segments"
 
@@ -29,6 +28,7 @@ def segment_document(s: Segment) -> dict[str, Any]:
         "days": s.days,
         "committed_at": s.committed_at,
         "invalid_reasons": s.invalid_reasons,
+        "gap": s.gap,
     }
 
 
@@ -44,6 +44,7 @@ def segment_of(doc: dict[str, Any]) -> Segment:
         days=list(doc["days"]),
         committed_at=doc["committed_at"],
         invalid_reasons=dict(doc.get("invalid_reasons") or {}),
+        gap=doc.get("gap"),
     )
 
 
@@ -59,9 +60,3 @@ class MongoManifest:
 
     def commit(self, segment: Segment) -> None:
         self.collection.insert_one(segment_document(segment))
-
-
-async def dead_letters(db: AsyncDatabase[dict[str, Any]]) -> dict[str, int]:
-    """:func:`invalid_reasons_total` of every committed segment, read by the API (asynchronously)."""
-    reasons = [doc.get("invalid_reasons") async for doc in db[MANIFEST].find({}, {"invalid_reasons": 1})]
-    return invalid_reasons_total(reasons)

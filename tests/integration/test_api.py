@@ -38,6 +38,9 @@ def client(bare: Settings) -> Iterator[TestClient]:
         yield c
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def event(url: str = "https://shop.example.com/api-test", **overrides: Any) -> dict[str, Any]:
     return {
         "event_id": f"api-{uuid.uuid4().hex[:12]}",
@@ -82,6 +85,40 @@ def test_answers_match_the_recount_and_the_response_models(served: Served) -> No
             in_dlq["test"] and sum(sum(r.values()) for r in in_dlq.values()) == status["log"]["dlq_records"]
         )
         assert status["errors"] == {}
+        assert status["served"]["stalled"] is False and status["repaired_pointer"] is False
+        assert status["master"]["absorbed_until"] == {str(p): o for p, o in served.cut.items()}
+        assert status["master"]["gaps"] == [] and status["master"]["retention"]["at_risk"] is False
+        assert status["master"]["retention"]["retention_s"] == served.settings.topic_retention_ms / 1000
+        assert status["redis"]["used_memory_bytes"] > 0
+
+
+def test_status_repairs_a_pointer_left_behind_and_flags_a_stalled_batch_layer(served: Served) -> None:
+    """A batch run that died between the switch's two writes leaves Redis on an older generation:
+    the next status read brings it forward. A cut older than batch_stalled_after_s is flagged."""
+    import redis as redis_client
+
+    from stores.redis import keys
+
+    settings = served.settings.model_copy(update={"batch_stalled_after_s": 0.001})
+    r = redis_client.Redis.from_url(settings.redis_url)
+    behind = r.get(keys.SERVED)
+    r.set(keys.SERVED, keys.encode_served(keys.Served(0, {})))
+    try:
+        with TestClient(create_app(settings)) as api:
+            status = api.get("/v1/status").json()
+            StatusResponse.model_validate(status)
+            assert status["repaired_pointer"] is True
+            assert keys.decode_served(r.get(keys.SERVED)).gen == served.generation.gen
+            assert status["served"]["generation"] == served.generation.gen and status["served"]["stalled"]
+            assert api.get("/v1/status").json()["repaired_pointer"] is False
+            metrics = api.get("/metrics").text
+            assert "lambda_batch_stalled 1.0" in metrics and "lambda_master_gaps 0.0" in metrics
+            assert (
+                "lambda_served_cut_age_seconds " in metrics and "lambda_redis_used_memory_bytes " in metrics
+            )
+    finally:
+        r.set(keys.SERVED, behind or b"")
+        r.close()
 
 
 def test_posted_events_are_read_back_with_the_offsets_token(
@@ -128,8 +165,13 @@ def test_invalid_events_are_rejected_with_every_field_and_nothing_is_produced(
     assert response.status_code == 422
     locs = {tuple(e["loc"]) for e in response.json()["detail"]}
     assert locs == {("body", 1, "visitor_id"), ("body", 1, "country"), ("body", 2, "url"), ("body", 3)}
-    assert client.post("/v1/events", content=b"{nope").status_code == 422
+    assert client.post("/v1/events", content=b"{nope", headers=JSON).status_code == 422
     assert client.post("/v1/events", json=[]).status_code == 422
+    # A text/plain or form POST needs no CORS preflight: any web page could send one. Refused.
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        refused = client.post("/v1/events", content=orjson.dumps(event()), headers=headers)
+        assert refused.status_code == 415 and "application/json" in refused.json()["detail"], refused.text
     assert log_end_offsets(bare) == before
 
 
@@ -143,7 +185,7 @@ def test_payload_limits_and_the_api_key(bare: Settings) -> None:
         assert api.post("/v1/events", json=event(), headers={"X-API-Key": "nope"}).status_code == 401
         assert api.post("/v1/events", json=event(), headers=key).status_code == 202
         big = orjson.dumps([event(user_agent="x" * 500) for _ in range(3)] * 2)
-        assert api.post("/v1/events", content=big, headers=key).status_code == 413
+        assert api.post("/v1/events", content=big, headers={**key, **JSON}).status_code == 413
         assert api.post("/v1/events", json=[event() for _ in range(4)], headers=key).status_code == 413
 
 
@@ -176,6 +218,34 @@ def test_bad_parameters_get_a_422_naming_them(client: TestClient, params: dict[s
     assert loc in [e["loc"][-1] for e in response.json()["detail"]]
 
 
+EXTREME_RANGES = [
+    ({"to": "0001-01-01T00:00Z"}, "to"),
+    ({"from": "9999-12-30T00:00Z", "to": "9999-12-31T23:00Z"}, "to"),
+    ({"from": "0001-01-01T00:00Z", "to": "1970-01-02T00:00Z"}, "from"),
+    ({"from": "1969-12-31T00:00Z", "to": "1970-01-02T00:00Z"}, "from"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("/v1/pageviews", {"site": "shop.example.com", "granularity": "day"}),
+        ("/v1/pageviews", {"site": "shop.example.com"}),
+        ("/v1/unique-visitors", {"site": "shop.example.com", "granularity": "day"}),
+        ("/v1/top-urls", {}),
+        ("/v1/breakdown", {"dimension": "country", "site": "shop.example.com"}),
+        ("/v1/timeseries", {"dimension": "site", "site": "shop.example.com", "granularity": "day"}),
+    ],
+)
+@pytest.mark.parametrize(("times", "loc"), EXTREME_RANGES)
+def test_extreme_dates_get_a_422_naming_the_parameter(
+    client: TestClient, path: str, extra: dict[str, Any], times: dict[str, str], loc: str
+) -> None:
+    response = client.get(path, params={**extra, **times})
+    assert response.status_code == 422, response.text
+    assert loc in [e["loc"][-1] for e in response.json()["detail"]], response.text
+
+
 @pytest.mark.parametrize(("limit", "ok"), [(0, False), (1, True), (1000, True), (1001, False), ("x", False)])
 def test_top_urls_limit_is_checked(client: TestClient, limit: Any, ok: bool) -> None:
     response = client.get("/v1/top-urls", params={"limit": limit})
@@ -205,3 +275,20 @@ def test_operations_endpoints(client: TestClient) -> None:
     ):
         assert spec["components"]["schemas"][name].get("examples"), name
     assert "PageView" in spec["components"]["schemas"]
+
+
+def test_cors_answers_only_the_origins_a_setting_lists(bare: Settings, client: TestClient) -> None:
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    listed, other = "https://shop.example.com", "https://evil.example.net"
+    assert (
+        "access-control-allow-origin"
+        not in client.options("/v1/events", headers={"Origin": listed, **preflight}).headers
+    )  # none listed by default
+    settings = bare.model_copy(update={"api_cors_origins": [listed]})
+    with TestClient(create_app(settings)) as api:
+        allowed = api.options("/v1/events", headers={"Origin": listed, **preflight})
+        assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == listed
+        refused = api.options("/v1/events", headers={"Origin": other, **preflight})
+        assert refused.status_code == 400 and "access-control-allow-origin" not in refused.headers
+        read = api.get("/healthz", headers={"Origin": other})
+        assert read.status_code == 200 and "access-control-allow-origin" not in read.headers

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from batch_layer.diff import diff_generations
 from batch_layer.job import BatchJob
+from batch_layer.lease import LeaseHeld
 from config.settings import Settings
-from contract import ContractError, decode
+from contract import ContractError, decode, utc
+from stores.redis import keys
 from tests.conftest import ROOT
 from tests.integration.conftest import (
     assert_matches_oracle,
@@ -133,6 +138,41 @@ def test_an_edit_of_the_shared_pass_recomputes_every_view_without_touching_the_m
     assert f"page: {len(expected['page']):,} changed" in result.stdout
 
 
+KILLED_RUN_LEASE_S = 8.0
+"""The lease of a run the test kills: long enough to see the next run refused, short to wait out."""
+
+
+def paused_run(platform: Settings, pause_at: str, lease_s: float) -> subprocess.Popen[str]:
+    """``python -m batch_layer run`` held at a checkpoint (batch_layer.faults), its stdout read up to
+    the PAUSED line; stderr goes to a file that the caller may read."""
+    env = {**platform_env(platform), "LAMBDA_BATCH_PAUSE_AT": pause_at, "LAMBDA_BATCH_LEASE_S": str(lease_s)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batch_layer", "run"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(f"PAUSED AT {pause_at}"):
+            return proc
+    proc.kill()
+    pytest.fail(f"the batch run ended (code {proc.wait()}) before reaching {pause_at}")
+
+
+def wait_for_lease_expiry(job: BatchJob, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        doc = job.lease.document()
+        expires = utc.as_utc(doc.get("expires_at")) if doc else None
+        if expires is None or expires <= utc.now():
+            return
+        time.sleep(0.2)
+    pytest.fail("the lease did not expire")
+
+
 @pytest.mark.parametrize("pause_at", ["absorbed", "writing"])
 def test_a_killed_run_leaves_the_served_generation_and_a_rerun_matches_the_oracle(
     platform: Settings, job: BatchJob, pause_at: str
@@ -143,36 +183,167 @@ def test_a_killed_run_leaves_the_served_generation_and_a_rerun_matches_the_oracl
     docs_before = served_documents(platform)
     events += produce(platform, traffic(seed=5, total=3_000, span_hours=2))
 
-    env = {**platform_env(platform), "LAMBDA_BATCH_PAUSE_AT": pause_at}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "batch_layer", "run"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = paused_run(platform, pause_at, lease_s=KILLED_RUN_LEASE_S)
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(f"PAUSED AT {pause_at}"):
-                break
-        else:
-            pytest.fail(f"the batch run ended (code {proc.wait()}) before reaching {pause_at}")
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
+    # The killed run's lease has not expired yet: no run may clean up after it before it has.
+    with pytest.raises(LeaseHeld, match="another batch run holds the lease"):
+        job.run()
 
     served_after_crash = job.registry.served()
     assert served_after_crash is not None and served_before is not None
     assert served_after_crash.gen == served_before.gen
     assert served_documents(platform) == docs_before
 
+    wait_for_lease_expiry(job)
     rerun = job.run()
     assert rerun.gen > served_before.gen + 1  # the killed run's generation number is never reused
     assert_matches_oracle(served_documents(platform), recount(events))
     states = {g.gen: g.state for g in job.registry.all()}
     assert states[served_before.gen + 1].startswith("failed")
+
+
+def test_a_run_killed_between_the_two_writes_of_the_switch_is_repaired_on_the_next_start(
+    platform: Settings, job: BatchJob
+) -> None:
+    """Killed after the MongoDB pointer and before Redis' copy: Redis serves the previous generation
+    (still exact: it stayed active) until the next start path or status read brings it forward."""
+    events = produce(platform, traffic(seed=10, total=3_000, span_hours=10))
+    first = job.run()
+    events += produce(platform, traffic(seed=11, total=1_000, span_hours=2))
+    proc = paused_run(platform, "switching", lease_s=KILLED_RUN_LEASE_S)
+    proc.kill()
+    proc.wait(timeout=30)
+    served = job.registry.served()
+    assert served is not None and served.gen == first.gen + 1  # MongoDB switched ...
+    hot = keys.decode_served(job.redis.get(keys.SERVED))
+    assert hot.gen == first.gen  # ... Redis did not
+    assert job.registry.ensure_hot_copy() == {served.gen: served.cut}  # the speed layer's start path
+    assert keys.decode_served(job.redis.get(keys.SERVED)) == keys.Served(served.gen, served.cut)
+    assert not job.registry.repair_hot_copy()
+    assert_matches_oracle(served_documents(platform), recount(events))
+
+
+def test_a_run_paused_past_its_lease_cannot_publish_and_the_run_that_took_over_is_exact(
+    platform: Settings, job: BatchJob
+) -> None:
+    """A run stopped (SIGSTOP: its heartbeat stops too) after writing its views, past its lease; a
+    new run takes the lease over, fails and drops the paused run's generation and publishes its own.
+    Resumed, the paused run finds its lease lost at its next step and exits without publishing."""
+    events = produce(platform, traffic(seed=8, total=4_000, span_hours=10))
+    job.run()
+    events += produce(platform, traffic(seed=9, total=2_000, span_hours=2))
+    proc = paused_run(platform, "written", lease_s=4.0)
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        wait_for_lease_expiry(job)
+        taken_over = job.run()
+        proc.send_signal(signal.SIGCONT)
+        proc.send_signal(signal.SIGUSR1)  # go on from the checkpoint: to the publish
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    said = stdout + stderr
+    assert "batch run failed: publish: " in said and "lease" in said, said[-3000:]
+    served = job.registry.served()
+    assert served is not None and served.gen == taken_over.gen
+    paused_gen = taken_over.gen - 1
+    assert (job.registry.get(paused_gen) or served).state.startswith("failed")
+    assert_matches_oracle(served_documents(platform), recount(events))
+
+
+def test_records_deleted_before_absorption_stop_the_batch_layer_until_the_gap_is_accepted(
+    platform: Settings, job: BatchJob
+) -> None:
+    """Retention (here: a deletion of records, as retention does) takes records the master dataset
+    never absorbed: every run stops naming the lost offsets, until the operator accepts the gap; it
+    is then in the manifest with who and when, and the views hold every surviving event exactly."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from batch_layer.__main__ import _accept_gap
+    from batch_layer.master import AbsorbError
+    from ingest.topics import log_end_offsets
+    from tests.oracle import first_copies, read_log
+
+    produce(platform, traffic(seed=12, total=2_000, span_hours=5))
+    job.run()
+    produce(platform, traffic(seed=13, total=1_000, span_hours=2))
+    log = read_log(platform.kafka_bootstrap, platform.events_topic)
+    absorbed, ends = job.master.absorbed_until(), log_end_offsets(platform)
+    assert ends[0] > absorbed[0]
+    admin = AdminClient({"bootstrap.servers": platform.kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(platform.events_topic, 0, ends[0])]).values():
+        future.result(30)
+
+    lost = rf"partition 0: offsets {absorbed[0]}\.\.{ends[0]} were deleted by retention"
+    with pytest.raises(AbsorbError, match=lost):
+        job.run()
+    with pytest.raises(AbsorbError, match="python -m batch_layer accept-gap"):
+        job.run()  # and again: nothing moves on by itself
+    assert _accept_gap(Console(file=io.StringIO()), job, confirmed=False) == 2 and job.master.gaps() == []
+
+    accepted = subprocess.run(
+        [sys.executable, "-m", "batch_layer", "accept-gap", "--yes"],
+        cwd=ROOT,
+        env=platform_env(platform),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert f"partition 0: offsets {absorbed[0]}..{ends[0]}" in accepted.stdout
+    [gap] = job.master.gaps()
+    assert gap.ranges == {0: (absorbed[0], ends[0])} and gap.events == 0 and gap.days == []
+    assert gap.gap is not None and "@" in gap.gap["accepted_by"] and "retention" in gap.gap["reason"]
+
+    summary = job.run()
+    assert summary.retention["retention_used"] is not None and not summary.retention["at_risk"]
+    survivors = [r for r in log if not (r.partition == 0 and r.offset >= absorbed[0])]
+    assert summary.events_absorbed == sum(
+        1 for r in survivors if r.event and r.offset >= absorbed[r.partition]
+    )
+    assert_matches_oracle(
+        served_documents(platform), recount(r.event for r in first_copies(survivors) if r.event)
+    )
+
+
+def test_retiring_a_generation_deletes_its_collections_and_realtime_keys(
+    platform: Settings, job: BatchJob, spark: Any
+) -> None:
+    """Three full recomputes with the speed layer counting between them: the oldest generation is
+    retired (two are kept) and, after the grace period (0 here), its batch collections and its
+    realtime keys are gone, while the answers stay exact."""
+    import redis
+
+    from generations.state import GenerationState
+    from speed_layer.job import SpeedJob
+    from tests.integration.conftest import assert_merged_matches
+
+    r = redis.Redis.from_url(platform.redis_url)
+    events: list[Any] = []
+    for seed in (14, 15, 16):
+        events += produce(platform, traffic(seed=seed, total=1_500, span_hours=4))
+        SpeedJob(platform, spark).run(available_now=True)
+        summary = job.run(full=True)
+    first = job.registry.get(1)
+    assert first is not None and first.state is GenerationState.RETIRED_DROPPED
+    assert summary.retired == [1] and summary.dropped_collections
+    assert all(name.endswith("_g1") for name in summary.dropped_collections)
+    names = job.db.list_collection_names()
+    assert not [n for n in names if n.startswith("bv_") and n.endswith("_g1")], names
+    assert [n for n in names if n.startswith("bv_") and n.endswith(f"_g{summary.gen}")]
+    assert list(r.scan_iter(match=keys.realtime_pattern(1))) == []
+    assert 1 not in {int(g) for g in r.smembers(keys.REALTIME_GENS)}
+    assert list(r.scan_iter(match=keys.realtime_pattern(2), count=1000))  # kept: still retained
+    r.close()
+    SpeedJob(platform, spark).run(available_now=True)
+    assert_merged_matches(platform, recount(events))
 
 
 def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counted(

@@ -1,13 +1,11 @@
-"""The generation registry on the real MongoDB-protocol server and Redis: the batch lock, the life
-of a generation, and the handshake with the speed layer (the cut, the active set, the served
-pointer and its hot copy). Kafka is not needed: the log end is given as a function."""
+"""The generation registry on the real MongoDB-protocol server and Redis: the life of a generation,
+and the handshake with the speed layer (the cut, the active set, the served pointer and its hot
+copy). Kafka is not needed: the log end is given as a function."""
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,7 +18,6 @@ from contract import utc
 from generations.model import GenerationError, Offsets
 from generations.registry import GenerationRegistry
 from generations.state import GenerationState as S
-from stores.mongo.generations import LOCK_ID
 from stores.redis import keys
 from tests.integration.conftest import LogEnd, empty_redis_db
 
@@ -57,39 +54,6 @@ def registry(db: Database[dict[str, Any]], r: redis.Redis, log: LogEnd) -> Gener
 
 def commit_speed(r: redis.Redis, batch_id: int, offsets: Offsets) -> None:
     r.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(batch_id, offsets)))
-
-
-# --- the lock -----------------------------------------------------------------------------------
-def test_one_run_holds_the_lock_and_only_its_token_releases_it(registry: GenerationRegistry) -> None:
-    token = registry.acquire_lock()
-    with pytest.raises(GenerationError, match="another batch run holds the lock"):
-        registry.acquire_lock()
-    registry.release_lock("someone-else")
-    with pytest.raises(GenerationError):
-        registry.acquire_lock()
-    registry.release_lock(token)
-    registry.release_lock(registry.acquire_lock())
-
-
-def test_a_lock_past_its_lease_is_taken_over(registry: GenerationRegistry) -> None:
-    def held_since(age_s: float) -> None:
-        registry.store.pointers.replace_one(
-            {"_id": LOCK_ID},
-            {
-                "_id": LOCK_ID,
-                "token": "other-host:1:0",
-                "since": utc.now() - timedelta(seconds=age_s),
-            },
-            upsert=True,
-        )
-
-    held_since(registry.LOCK_TTL_S - 60)
-    with pytest.raises(GenerationError, match="other-host"):
-        registry.acquire_lock()
-    held_since(registry.LOCK_TTL_S + 60)
-    token = registry.acquire_lock()
-    assert token.startswith(f"{socket.gethostname()}:")
-    assert registry.store.pointers.find_one({"_id": LOCK_ID}, {"_id": 0, "token": 1}) == {"token": token}
 
 
 # --- the life of a generation -----------------------------------------------------------------
@@ -189,6 +153,28 @@ def test_generations_left_in_progress_by_a_crashed_run_are_failed(
     assert sorted(g.gen for g in registry.abandon_stale()) == [building.gen, 7]
     assert {g.gen: g.state for g in registry.all()} == {building.gen: S.FAILED, 7: S.FAILED}
     assert building.gen not in registry.active_cuts()
+
+
+def test_of_a_publish_and_a_takeover_the_first_wins_and_the_other_changes_nothing(
+    registry: GenerationRegistry, log: LogEnd
+) -> None:
+    """A run paused past its lease races the run that took it over: the takeover fails the paused
+    run's generation, whose publish must then change nothing; a generation published first is no
+    longer abandoned."""
+    registry.ensure_hot_copy()
+    log.end = {0: 10}
+    paused = registry.open("incremental")
+    assert [g.gen for g in registry.abandon_stale()] == [paused.gen]  # the takeover came first
+    with pytest.raises(GenerationError, match=f"generation {paused.gen} is no longer building"):
+        registry.publish(paused)
+    assert registry.served() is None and (registry.get(paused.gen) or paused).state is S.FAILED
+    assert keys.decode_served(registry.redis.get(keys.SERVED)) == keys.Served(0, {})
+
+    published = registry.open("incremental")
+    registry.publish(published)  # this time the paused run published first
+    assert registry.abandon_stale() == []
+    assert not registry.fail(published, "too late")
+    assert (registry.served() or paused).gen == published.gen
 
 
 def test_retiring_keeps_the_newest_published_and_dropping_marks_the_document(

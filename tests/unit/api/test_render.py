@@ -32,8 +32,19 @@ from api.schemas import (
     TopUrlsResponse,
     UniqueVisitorsResponse,
 )
-from serving_layer import Coverage, Granularity, PageviewsAnswer, TopAnswer, UniqueVisitorsAnswer
-from serving_layer.engine import Distinct, PageviewPoint, SeriesAnswer, SeriesPoint, SeriesQuery, TopQuery
+from serving_layer import (
+    Coverage,
+    Distinct,
+    Granularity,
+    PageviewPoint,
+    PageviewsAnswer,
+    SeriesAnswer,
+    SeriesPoint,
+    SeriesQuery,
+    TopAnswer,
+    TopQuery,
+    UniqueVisitorsAnswer,
+)
 
 BASE = datetime(2026, 11, 20, tzinfo=UTC)
 END = BASE + timedelta(days=2)

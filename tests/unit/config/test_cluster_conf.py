@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import zipfile
 from pathlib import Path
@@ -9,7 +10,14 @@ from urllib.parse import urlparse
 
 from config.settings import Settings
 from config.spark import EXECUTOR_PACKAGES, cluster_conf, project_zip
-from stack.services import SparkMaster, SparkWorker, cluster_services, container_worker_argv
+from stack.services import (
+    SparkMaster,
+    SparkWorker,
+    cluster_services,
+    container_worker_address,
+    container_worker_argv,
+    container_worker_listening,
+)
 
 
 def test_cluster_conf_ships_the_code_and_names_the_python(tmp_path: Path) -> None:
@@ -51,3 +59,21 @@ def test_container_worker_registers_with_the_configured_master(tmp_path: Path) -
     argv = container_worker_argv(settings)
     assert argv[-1] == "spark://spark-master:7077"
     assert argv[argv.index("--port") + 1] == "7078"
+
+
+def test_container_worker_health_check_probes_the_address_the_worker_listens_on(tmp_path: Path) -> None:
+    """The worker binds its container's own address (not 127.0.0.1); the probe looks exactly there:
+    it passes while something listens on that address and port, and fails once nothing does."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    settings = Settings(
+        var_dir=tmp_path, spark_master="spark://spark-master:7077", spark_cluster_port=port - 1
+    )
+    argv = container_worker_argv(settings)
+    host = argv[argv.index("--host") + 1]
+    assert (host, int(argv[argv.index("--port") + 1])) == container_worker_address(settings)
+    assert host == socket.gethostbyname(socket.gethostname())
+    with socket.create_server((host, port)):
+        assert container_worker_listening(settings)
+    assert not container_worker_listening(settings, timeout=1.0)

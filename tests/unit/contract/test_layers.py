@@ -290,9 +290,9 @@ def judged(spark: Any) -> Any:
     from contract.spark_schema import (
         INVALID_COLUMN,
         UNJUDGED,
+        event_schema,
         kafka_rows_of,
         parse_kafka_records,
-        parsed_schema,
     )
 
     def judge(records: list[tuple[bytes, datetime]]) -> list[tuple[str | None, dict[str, Any] | None]]:
@@ -309,8 +309,16 @@ def judged(spark: Any) -> Any:
     def rows_of(
         judged_df: Any, records: list[tuple[bytes, datetime]]
     ) -> list[tuple[str | None, dict[str, Any] | None]]:
+        from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, TimestampType
+
+        # The contract's columns, the record's log position, its bytes and the verdict.
         assert [(f.name, f.dataType) for f in judged_df.schema] == [
-            (f.name, f.dataType) for f in parsed_schema()
+            *((f.name, f.dataType) for f in event_schema().fields),
+            ("kafka_partition", IntegerType()),
+            ("kafka_offset", LongType()),
+            ("log_time", TimestampType()),
+            ("_raw", BinaryType()),
+            (INVALID_COLUMN, StringType()),
         ]
         parsed = judged_df.select(
             *[F.unix_micros("ts").alias("ts") if n == "ts" else F.col(n) for n in FIELDS],

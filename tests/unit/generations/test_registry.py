@@ -3,11 +3,7 @@ MongoDB and Redis: tests/integration/test_generations.py)."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from generations.model import Generation, GenerationError
-from generations.registry import GenerationRegistry, _holder_alive
 from generations.state import GenerationState
 from stores.mongo.generations import generation_document, generation_of
 
@@ -72,27 +67,3 @@ def test_an_unknown_state_is_an_error_naming_the_generation() -> None:
     doc = {"_id": 9, "kind": "full", "state": "archived", "cut": {}, "started_at": datetime(2024, 1, 1)}
     with pytest.raises(GenerationError, match=r"generation 9: unknown state 'archived'"):
         generation_of(doc)
-
-
-def _lock(token: str, age_s: float) -> dict[str, Any]:
-    return {"token": token, "since": datetime.now(UTC) - timedelta(seconds=age_s)}
-
-
-def test_a_lock_held_by_a_live_process_on_this_host_is_alive_however_old() -> None:
-    token = f"{socket.gethostname()}:{os.getpid()}:0"
-    assert _holder_alive(_lock(token, GenerationRegistry.LOCK_TTL_S * 10))
-
-
-def test_a_lock_held_by_a_dead_process_on_this_host_is_dead_however_young() -> None:
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
-    token = f"{socket.gethostname()}:{int(gone.stdout)}:0"
-    assert not _holder_alive(_lock(token, 0))
-
-
-def test_a_lock_from_another_host_lives_for_its_lease() -> None:
-    ttl = GenerationRegistry.LOCK_TTL_S
-    assert _holder_alive(_lock("elsewhere:1:0", ttl - 60))
-    assert not _holder_alive(_lock("elsewhere:1:0", ttl + 60))
-    naive = {"token": "elsewhere:1:0", "since": datetime.now(UTC).replace(tzinfo=None)}
-    assert _holder_alive(naive)  # as MongoDB hands it back
-    assert not _holder_alive({"token": "elsewhere:1:0"})  # no start time: nothing to wait for

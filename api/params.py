@@ -1,0 +1,99 @@
+"""The query parameters of the API's queries, declared as FastAPI query-parameter models.
+
+A model is one pydantic validation per request instead of FastAPI's handling of each parameter
+apart, which costs more per query. Checks that need more than a type (a URL that must normalise, a
+range of whole hours, an offsets token) are made where the parameters become a query
+(:mod:`api.requests`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from serving_layer import Granularity
+
+
+class RangeParams(BaseModel):
+    from_: datetime | None = Field(
+        None,
+        alias="from",
+        description="Start (inclusive), ISO 8601, a whole UTC hour; naive times are UTC. "
+        "Default: `to` minus one day (seven days for daily series).",
+        examples=["2026-11-20T00:00:00Z"],
+    )
+    to: datetime | None = Field(
+        None,
+        description="End (exclusive), a whole hour. Default: the end of the current hour.",
+        examples=["2026-11-21T00:00:00Z"],
+    )
+    after: str | None = Field(
+        None,
+        max_length=4096,
+        description="Offsets token from POST /v1/events: answer only once those events are "
+        "included (or 504 when `wait_ms` runs out).",
+    )
+    wait_ms: int | None = Field(
+        None,
+        ge=0,
+        description="How long to wait for `after` (default from settings). Without `after`: wait "
+        "until every event in the log at the time of the request is included.",
+    )
+
+
+class SeriesParams(RangeParams):
+    granularity: Granularity = Field(Granularity.HOUR, description="Series bucket size.")
+    url: str | None = Field(
+        None,
+        max_length=4096,
+        description="The page (normalised like ingested events). Give `url` or `site`.",
+        examples=["https://shop.example.com/cart"],
+    )
+    site: str | None = Field(
+        None,
+        max_length=300,
+        description="Site-wide answer for this host (or origin) instead of one page.",
+        examples=["shop.example.com"],
+    )
+
+
+class TimeseriesParams(RangeParams):
+    granularity: Granularity = Field(Granularity.HOUR, description="Series bucket size.")
+    dimension: str = Field(
+        "site",
+        max_length=64,
+        description="A dimension of GET /v1/dimensions. `site` (the default): the site's totals.",
+        examples=["country"],
+    )
+    site: str | None = Field(
+        None,
+        max_length=300,
+        description="The site (host, or origin). Required for per-site dimensions and `site`.",
+        examples=["shop.example.com"],
+    )
+    value: str | None = Field(
+        None,
+        max_length=4096,
+        description="The dimension's value, as /v1/breakdown lists it (a URL for `page`); "
+        "omitted for `site`.",
+        examples=["DE"],
+    )
+
+
+class BreakdownParams(RangeParams):
+    dimension: str = Field(
+        max_length=64, description="A dimension of GET /v1/dimensions.", examples=["referrer"]
+    )
+    site: str | None = Field(
+        None,
+        max_length=300,
+        description="Only this site's values (required for per-site dimensions; not for `site`).",
+        examples=["shop.example.com"],
+    )
+    limit: int = Field(10, ge=1, description="How many values (at most LAMBDA_API_MAX_TOP).")
+
+
+class TopParams(RangeParams):
+    limit: int = Field(10, ge=1, description="How many URLs (at most LAMBDA_API_MAX_TOP).")
+    site: str | None = Field(None, max_length=300, description="Only URLs of this site.")

@@ -1,0 +1,134 @@
+"""The merge arithmetic: batch documents plus realtime fields, per tile, bucket and range.
+
+Batch values hold the events below the generation's cut and realtime values those at or above it,
+so page views add up and unique visitors are the union of the sketches, never a sum. Pure
+functions over what one snapshot read; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import lru_cache
+
+from serving_layer.answers import Distinct
+from serving_layer.model import BatchDoc
+from serving_layer.tiling import Granularity, Tile, buckets, tile
+from stores.base import PV, SKETCH, hour_field
+from views import sketches
+from views.scopes import scope_of
+
+PV_HOURS = tuple(hour_field(PV, h) for h in range(24))
+SK_HOURS = tuple(hour_field(SKETCH, h) for h in range(24))
+SK_HOURS_SET = frozenset(SK_HOURS)
+
+
+def pageviews_by_day(
+    docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]
+) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """Per day, batch + realtime: the day's total and its 24 hours (each tile is then one lookup)."""
+    day_total: dict[str, int] = {}
+    day_hours: dict[str, list[int]] = {}
+    for day, values in rt.items():
+        doc = docs.get(day)
+        total = doc.pv if doc else 0
+        hours = list(doc.h_pv) if doc else [0] * 24
+        for name, raw in values.items():
+            if name == PV:
+                total += int(raw)
+            elif name.startswith(PV):
+                hours[int(name[len(PV) + 1 :])] += int(raw)
+        day_total[day], day_hours[day] = total, hours
+    return day_total, day_hours
+
+
+def pageviews(tiles: Sequence[Tile], day_total: dict[str, int], day_hours: dict[str, list[int]]) -> int:
+    return sum(day_total[t.day] if t.hour is None else day_hours[t.day][t.hour] for t in tiles)
+
+
+@lru_cache(maxsize=4096)
+def read_plan(
+    start: datetime, end: datetime, granularity: Granularity, kinds: tuple[str, ...]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per day, the realtime fields a series query reads: the series' tiles, plus for unique
+    visitors the coarsest tiling of the whole range (its union). Cached like the tiling."""
+    series_tiles = [t for b in buckets(start, end, granularity) for t in b.tiles]
+    fields: dict[str, set[str]] = {}
+    for kind in kinds:
+        tiles = [*series_tiles, *tile(start, end)] if kind == SKETCH else series_tiles
+        hourly = SK_HOURS if kind == SKETCH else PV_HOURS
+        for t in tiles:
+            fields.setdefault(t.day, set()).add(kind if t.hour is None else hourly[t.hour])
+    return tuple((day, tuple(sorted(fields[day]))) for day in sorted(fields))
+
+
+def distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]) -> Distinct:
+    """Unique visitors over tiles: the union of their sketches, or the exact batch count when a
+    single tile holds data and no realtime sketch contributes (a union with empty sets is the set).
+
+    A day's batch hours enter the union as one sketch, their union, which the document memoises
+    (it is immutable): the edge hours of a range repeat from query to query.
+    """
+    found: list[bytes | None] = []
+    exact: list[int] = []
+    batch_hours: dict[str, list[int]] = {}
+    realtime = False
+    for t in tiles:
+        doc, values = docs.get(t.day), rt[t.day]
+        if t.hour is None:
+            if doc is not None and doc.sk is not None:
+                found.append(doc.sk)
+                exact.append(doc.uv)
+            rt_sk = values.get(SKETCH)
+        else:
+            if doc is not None and doc.h_pv[t.hour]:
+                batch_hours.setdefault(t.day, []).append(t.hour)
+                exact.append(doc.h_uv[t.hour])
+            rt_sk = values.get(SK_HOURS[t.hour])
+        if rt_sk is not None:
+            found.append(rt_sk)
+            realtime = True
+    if not realtime and len(exact) <= 1:
+        n = float(exact[0]) if exact else 0.0
+        return Distinct(n, n, n, True)
+    found += [docs[day].hours_union(tuple(hours)) for day, hours in batch_hours.items()]
+    e = sketches.estimate(found)
+    return Distinct(e.estimate, e.lower, e.upper, False)
+
+
+def summed_rankings(
+    rankings: list[list[tuple[str, int]]], realtime: list[list[tuple[str, float]]]
+) -> dict[str, int]:
+    """Page views per key over the days: the batch day rankings plus the realtime ranking sets."""
+    totals: dict[str, int] = {}
+    for ranking in rankings:
+        for key, pv in ranking:
+            totals[key] = totals.get(key, 0) + pv
+    for entries in realtime:
+        for key, score in entries:
+            totals[key] = totals.get(key, 0) + int(score)
+    return totals
+
+
+def scoped(
+    totals: dict[str, int], site: str | None, scoped_by_site: bool, on_bad_key: Callable[[str], None]
+) -> dict[str, int]:
+    """Only the keys of ``site`` (all of them without one). A stored key that does not parse as the
+    view's key format is left out and reported (``on_bad_key``): one bad record must not take an
+    endpoint down."""
+    if site is None:
+        return totals
+    kept = {}
+    for key, pv in totals.items():
+        scope = scope_of(key, scoped_by_site)
+        if scope is None:
+            on_bad_key(key)
+        elif scope == site:
+            kept[key] = pv
+    return kept
+
+
+def top_keys(totals: dict[str, int], limit: int) -> list[tuple[str, int]]:
+    """The ``limit`` keys with the most page views (ties by key), none with zero."""
+    return [kv for kv in heapq.nsmallest(limit, totals.items(), key=lambda kv: (-kv[1], kv[0])) if kv[1] > 0]

@@ -1,0 +1,100 @@
+"""The consistent read every query starts with: one generation, its realtime values, its coverage.
+
+One realtime transaction returns the served generation ``g``, the speed layer's commit and the
+realtime values of ``g`` the query needs; ``g``'s description then comes from the batch side.
+Everything the answer holds comes from that ``g``. With realtime unreadable, the durable registry
+names the served generation and the snapshot is the batch side alone, flagged ``partial``.
+A read-your-writes query takes snapshots until one covers its offsets, or gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from serving_layer.answers import Coverage
+from serving_layer.consistency import pending
+from serving_layer.model import (
+    ConsistencyTimeout,
+    GenerationInfo,
+    HashRead,
+    NothingServed,
+    RankRead,
+    RealtimeUnavailable,
+)
+from serving_layer.queries import ReadAfter
+from stores.base import BatchReader, RealtimeReader
+
+log = logging.getLogger(__name__)
+
+REALTIME = "realtime"
+
+
+@dataclass
+class Snapshot:
+    gen: GenerationInfo
+    hashes: list[dict[str, bytes]]
+    ranks: list[list[tuple[str, float]]]
+    coverage: Coverage
+    views: frozenset[str] | None = None
+    """What the speed layer counted the generation with (None: nothing counted, or Redis down)."""
+
+
+class Snapshots:
+    """Takes the snapshots of one engine's queries from its two readers."""
+
+    def __init__(
+        self,
+        batch: BatchReader,
+        realtime: RealtimeReader,
+        on_degraded: Callable[[str, Exception], None],
+        on_generation: Callable[[GenerationInfo], None],
+        poll_s: float,
+    ) -> None:
+        self.batch = batch
+        self.realtime = realtime
+        self.on_degraded = on_degraded
+        self.on_generation = on_generation
+        """Sees every generation a realtime snapshot serves (the engine learns views from it)."""
+        self.poll_s = poll_s
+
+    async def take(
+        self, hashes: Sequence[HashRead], ranks: Sequence[RankRead], after: ReadAfter | None
+    ) -> Snapshot:
+        """A snapshot that covers ``after``'s offsets (any snapshot without it); raises
+        ConsistencyTimeout naming the partitions still pending once ``after.wait_s`` has passed."""
+        started = time.monotonic()
+        while True:
+            snap = await self.once(hashes, ranks)
+            if after is None:
+                return snap
+            cov = snap.coverage
+            missing = pending(after.offsets, cov.batch_offsets, cov.realtime_offsets)
+            if not missing:
+                return snap
+            waited = time.monotonic() - started
+            if waited >= after.wait_s:
+                raise ConsistencyTimeout(missing, waited)
+            await asyncio.sleep(min(self.poll_s, after.wait_s - waited))
+
+    async def once(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> Snapshot:
+        try:
+            rt = await self.realtime.snapshot(hashes, ranks)
+        except RealtimeUnavailable as exc:
+            log.warning("answering from the batch views alone: %s", exc)
+            self.on_degraded("redis", exc)
+            rt = None
+        if rt is not None and rt.served is not None:
+            gen = await self.batch.generation(rt.served.gen)
+            self.on_generation(gen)
+            coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, ())
+            return Snapshot(gen, rt.hashes, rt.ranks, coverage, rt.views)
+        # Redis is down or has lost its data: the durable registry names the served generation.
+        served = await self.batch.served_generation()
+        if served is None:
+            raise NothingServed("no generation has been published yet")
+        coverage = Coverage(served.gen, served.cut, served.started_at, None, True, (REALTIME,))
+        return Snapshot(served, [{} for _ in hashes], [[] for _ in ranks], coverage)
