@@ -66,7 +66,6 @@ def exercise(spark: SparkSession, scratch: Path) -> None:
     from contract import PageView
     from contract.codec import encode
     from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
-    from speed_layer.stream import use_state_store
     from views import all_views, compute
 
     now = datetime.now(UTC)
@@ -92,7 +91,6 @@ def exercise(spark: SparkSession, scratch: Path) -> None:
     dated.write.mode("overwrite").partitionBy("event_date").parquet(str(scratch / "parquet"))
     spark.read.parquet(str(scratch / "parquet")).dropDuplicates(["event_id"]).count()
 
-    use_state_store(spark)
     stream = (
         spark.readStream.format("rate")
         .option("rowsPerSecond", 100)

@@ -4,9 +4,10 @@ Both layers call :func:`view_rows`: the batch layer over the master dataset's da
 over each micro-batch (with the generation as an extra grouping column). The stages:
 
 1. :func:`keyed_events`: every dimension's stored key per event, computed before anything moves.
-2. :func:`count_visits`: the one shuffle of events, by visitor. Inside each partition: duplicates
-   dropped, one row per (dimension, level) with level an hour or the whole day, page views per
-   (view, key, day, level, visitor).
+2. :func:`count_visits`: the one shuffle of events, by visitor. Inside each partition: one row per
+   (dimension, level) with level an hour or the whole day, page views per (view, key, day, level,
+   visitor). The events come deduplicated by the layer (the rule of contract.duplicates): the pass
+   counts every event it is given.
 3. :func:`aggregate`: per (view, key, day, level) page views, exact distinct visitors and the HLL
    sketch, partially aggregated per partition (exact, since a visitor lives in one partition) and
    then exchanged as aggregates; then one row per (view, key, day) with its hours.
@@ -123,17 +124,17 @@ def level_entries(count: int) -> Column:
 def count_visits(
     keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], single_partition: bool = False
 ) -> DataFrame:
-    """Deduplicated page views per (by..., v, key, day, level, visitor), v the dimension's index
-    in ``dimensions`` and level an hour or DAY.
+    """Page views per (by..., v, key, day, level, visitor), v the dimension's index in
+    ``dimensions`` and level an hour or DAY, of events each layer has already deduplicated by the
+    one rule (contract.duplicates: not here, where a re-send whose fields changed would look new).
 
-    The one shuffle of events: they move once, partitioned by visitor. A duplicate is the same
-    event sent again (same event_id, same fields, hence the same visitor, day and keys): dropping
-    duplicates, exploding to one row per dimension and level, and counting per visitor all happen
-    inside the partition. Every visitor's rows stay in one partition, so the per-partition partial
-    counts and sketches of :func:`aggregate` add up exactly. Each visitor counts once at the DAY
-    level however many hours they were active in: that is the day's exact distinct count, without
-    a second pass or a join. The view and the day travel as ints through the two largest hash
-    aggregations, and one generator makes all the rows of an event (docs/views.md has the figures).
+    The one shuffle of events: they move once, partitioned by visitor. Exploding to one row per
+    dimension and level and counting per visitor happen inside the partition. Every visitor's rows
+    stay in one partition, so the per-partition partial counts and sketches of :func:`aggregate`
+    add up exactly. Each visitor counts once at the DAY level however many hours they were active
+    in: that is the day's exact distinct count, without a second pass or a join. The view and the
+    day travel as ints through the two largest hash aggregations, and one generator makes all the
+    rows of an event (docs/views.md has the figures).
 
     With ``single_partition`` the events are gathered into one partition without a shuffle
     (``coalesce(1)``): every visitor is then trivially in one partition, and Spark plans no
@@ -145,7 +146,6 @@ def count_visits(
 
     return (
         (keyed.coalesce(1) if single_partition else keyed.repartition("visitor_id"))
-        .distinct()
         .select(*by, "day", "visitor_id", F.inline(level_entries(len(dimensions))))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))

@@ -1,0 +1,101 @@
+"""One micro-batch's Spark work: duplicates marked in the scan, the view rows of every active
+generation, the dead letters and the counts, in one job.
+
+The micro-batch's rows are marked by the dedup (:mod:`speed_layer.dedup`) in the Kafka scan's task;
+an observation on the marked rows counts them (records, invalid, duplicates) and gathers the
+invalid ones for the dead-letter topic as the rows pass; the accepted, counted rows are tagged with
+every active generation whose cut they are at or past and go through the shared pass
+(:func:`views.compute`), whose rows are collected. Nothing is materialised or counted beforehand:
+the size that picks a single-task pass is the micro-batch's offset range.
+
+A micro-batch past ``speed_single_partition_rows`` also runs the jobs that build the broadcast
+tables of ``once_per_value`` dimensions (views.shared_pass): they read the scan again, and the dedup
+answers them with the verdicts it already gave (the range's verdicts are kept).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from contract.codec import reason_field
+from contract.spark_schema import INVALID_COLUMN
+from generations.keys import Offsets
+from ingest.producer import dlq_key
+from speed_layer.dedup import DUPLICATE_COLUMN
+from speed_layer.progress import BatchReport
+from speed_layer.stream import at_or_past
+from views import compute
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from speed_layer.job import SpeedJob
+
+log = logging.getLogger(__name__)
+
+DLQ_SOURCE = "speed-layer"
+
+
+class MicroBatch:
+    """The Spark side of one micro-batch: :meth:`rows_for` is the committer's ``rows_for``."""
+
+    def __init__(
+        self, job: SpeedJob, df: DataFrame, starts: Offsets, ends: Offsets, report: BatchReport
+    ) -> None:
+        self.job = job
+        self.starts = starts
+        self.ends = ends
+        self.report = report
+        self.marked, self.marker = job.dedup.mark(df, starts, ends)
+        self.records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
+        self._dead_lettered = False
+
+    def rows_for(self, active: dict[int, Offsets]) -> list[Any]:
+        """The view rows for the ``active`` generations (one Spark job); the first call also
+        fills the report and sends the dead letters (before the commit: a crash in between sends
+        them again, under the same keys, rather than losing them)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        settings = self.job.settings
+        invalid = F.col(INVALID_COLUMN).isNotNull()
+        observation = Observation()
+        observed = self.marked.observe(
+            observation,
+            F.count(F.lit(1)).alias("rows"),
+            F.count(INVALID_COLUMN).alias("invalid"),
+            F.count_if(F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))).alias("duplicates"),
+            F.collect_list(
+                F.when(invalid, F.struct("_raw", INVALID_COLUMN, "kafka_partition", "kafka_offset"))
+            ).alias("dead"),
+        )
+        counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
+        tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
+        tagged = counted.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
+        single = self.records <= settings.speed_single_partition_rows
+        view_rows = compute(tagged, self.job.views, settings.hll_lg_k, ["gen"], single)
+
+        rows = self.job.dedup.run(self.marker, self.starts, self.ends, view_rows.collect)
+        metrics = observation.get
+        self.report.rows = int(metrics["rows"])
+        self.report.invalid = int(metrics["invalid"])
+        self.report.duplicates = int(metrics["duplicates"])
+        if not self._dead_lettered:
+            self._dead_letter(metrics["dead"])
+            self._dead_lettered = True
+        return rows
+
+    def _dead_letter(self, dead: list[Any]) -> None:
+        t0 = time.monotonic()
+        topic = self.job.settings.events_topic
+        reasons = self.report.invalid_reasons
+        for r in dead:
+            reason = r[INVALID_COLUMN]
+            reasons[reason_field(reason)] = reasons.get(reason_field(reason), 0) + 1
+            key = dlq_key(DLQ_SOURCE, topic, r["kafka_partition"], r["kafka_offset"])
+            self.job.dlq.dead_letter(bytes(r["_raw"]), reason, DLQ_SOURCE, key)
+        if dead:
+            self.job.dlq.flush()
+            self.report.phases["dead letters"] = time.monotonic() - t0
