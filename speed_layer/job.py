@@ -151,9 +151,12 @@ class SpeedJob:
             return
         starts = prev_offsets if prev_offsets is not None else self._initial_offsets()
         batch = MicroBatch(self, df, starts, end_offsets, report)
-        report.keys_written, report.generations = self.committer.commit(
-            batch_id, prev_offsets, end_offsets, report, batch.rows_for
-        )
+        # The micro-batch's one Spark job, for the generations active now (the commit computes the
+        # rows again only if that set changes before it): its dead letters go out here.
+        active = keys.decode_active(redis_call(lambda: self.redis.get(keys.ACTIVE)))
+        if active:
+            batch.rows_for(active)
+        report.keys_written, report.generations = self._commit(batch, batch_id, prev_offsets, end_offsets)
         report.seconds = time.monotonic() - report.started
         self.last = report
         log.info(
@@ -168,6 +171,12 @@ class SpeedJob:
             report.seconds,
             ", ".join(f"{k} {v:.2f} s" for k, v in report.phases.items()),
         )
+
+    def _commit(
+        self, batch: MicroBatch, batch_id: int, prev_offsets: Offsets | None, end_offsets: Offsets
+    ) -> tuple[int, list[int]]:
+        """Commit the micro-batch with its batch id (:meth:`Committer.commit`)."""
+        return self.committer.commit(batch_id, prev_offsets, end_offsets, batch.report, batch.rows_for)
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _batch_offsets(self, batch_id: int) -> Offsets:

@@ -15,6 +15,8 @@ answers them with the verdicts it already gave (the range's verdicts are kept).
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -51,11 +53,29 @@ class MicroBatch:
         self.marked, self.marker = job.dedup.mark(df, starts, ends)
         self.records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
         self._dead_lettered = False
+        self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
 
     def rows_for(self, active: dict[int, Offsets]) -> list[Any]:
-        """The view rows for the ``active`` generations (one Spark job); the first call also
-        fills the report and sends the dead letters (before the commit: a crash in between sends
-        them again, under the same keys, rather than losing them)."""
+        """The view rows for the ``active`` generations (one Spark job, run again only for another
+        set); the first run also fills the report and sends the dead letters (before the commit: a
+        crash in between sends them again, under the same keys, rather than losing them)."""
+        if self._rows is None or self._rows[0] != active:
+            self._rows = (dict(active), self._compute(active))
+        return self._rows[1]
+
+    def _compute(self, active: dict[int, Offsets]) -> list[Any]:
+        rows, metrics = self.job.dedup.run(self.marker, self.starts, self.ends, lambda: self._job(active))
+        self.report.rows = int(metrics["rows"])
+        self.report.invalid = int(metrics["invalid"])
+        self.report.duplicates = int(metrics["duplicates"])
+        if not self._dead_lettered:
+            self._dead_letter(metrics["dead"])
+            self._dead_lettered = True
+        return rows
+
+    def _job(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any]]:
+        """The job itself, built anew for each run (a plan that failed keeps its failed broadcast):
+        the view rows and the observed metrics."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -67,35 +87,40 @@ class MicroBatch:
             F.count(F.lit(1)).alias("rows"),
             F.count(INVALID_COLUMN).alias("invalid"),
             F.count_if(F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))).alias("duplicates"),
+            # JSON text: an observation hands a list of structs back as a JVM object.
             F.collect_list(
-                F.when(invalid, F.struct("_raw", INVALID_COLUMN, "kafka_partition", "kafka_offset"))
+                F.when(
+                    invalid,
+                    F.to_json(
+                        F.struct(
+                            F.base64("_raw").alias("raw"),
+                            F.col(INVALID_COLUMN).alias("reason"),
+                            F.col("kafka_partition").alias("partition"),
+                            F.col("kafka_offset").alias("offset"),
+                        )
+                    ),
+                )
             ).alias("dead"),
         )
         counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
         tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
         tagged = counted.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
         single = self.records <= settings.speed_single_partition_rows
-        view_rows = compute(tagged, self.job.views, settings.hll_lg_k, ["gen"], single)
+        rows = compute(tagged, self.job.views, settings.hll_lg_k, ["gen"], single).collect()
+        return rows, observation.get
 
-        rows = self.job.dedup.run(self.marker, self.starts, self.ends, view_rows.collect)
-        metrics = observation.get
-        self.report.rows = int(metrics["rows"])
-        self.report.invalid = int(metrics["invalid"])
-        self.report.duplicates = int(metrics["duplicates"])
-        if not self._dead_lettered:
-            self._dead_letter(metrics["dead"])
-            self._dead_lettered = True
-        return rows
-
-    def _dead_letter(self, dead: list[Any]) -> None:
+    def _dead_letter(self, dead: Any) -> None:
+        """Send the invalid records (JSON text each, ``dead``: a list or the JVM's sequence)."""
         t0 = time.monotonic()
         topic = self.job.settings.events_topic
         reasons = self.report.invalid_reasons
-        for r in dead:
-            reason = r[INVALID_COLUMN]
+        texts = list(dead) if isinstance(dead, list) else [dead.apply(i) for i in range(dead.size())]
+        for text in texts:
+            r = json.loads(text)
+            reason = r["reason"]
             reasons[reason_field(reason)] = reasons.get(reason_field(reason), 0) + 1
-            key = dlq_key(DLQ_SOURCE, topic, r["kafka_partition"], r["kafka_offset"])
-            self.job.dlq.dead_letter(bytes(r["_raw"]), reason, DLQ_SOURCE, key)
-        if dead:
+            key = dlq_key(DLQ_SOURCE, topic, r["partition"], r["offset"])
+            self.job.dlq.dead_letter(base64.b64decode(r["raw"]), reason, DLQ_SOURCE, key)
+        if texts:
             self.job.dlq.flush()
             self.report.phases["dead letters"] = time.monotonic() - t0

@@ -25,6 +25,7 @@ from contract.codec import bounds_from
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
 from generations.keys import Offsets
 from generations.registry import GenerationRegistry
+from ingest.topics import offsets_for_time
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -108,9 +109,10 @@ def at_or_past(cut: Offsets) -> Column:
 def starting_offsets(
     settings: Settings, registry: GenerationRegistry, active: dict[int, Offsets]
 ) -> Offsets | None:
-    """Where a fresh stream starts: early enough to count every active generation from its cut.
-    Re-sends of events just below a cut are recognised by the dedup state, rebuilt from the window
-    of log before the stream's first offsets (:mod:`speed_layer.dedup`).
+    """Where a fresh stream starts: early enough to count every active generation from its cut,
+    and one dedup window earlier still, so that the records just below a cut go through the stream
+    too (their dead letters included); re-sends of them at or past the cut are recognised by the
+    dedup state, which is rebuilt from the window of log before the stream's first offsets.
 
     None means the start of the log (generation 0 counts everything).
     """
@@ -119,7 +121,9 @@ def starting_offsets(
         g = registry.get(gen)
         if gen == 0 or g is None or not cut:
             return None
-        starts.append(dict(cut))
+        since_ms = int(g.started_at.timestamp() * 1000) - settings.speed_dedup_window_s * 1000
+        seeded = offsets_for_time(settings, since_ms)
+        starts.append({p: min(o, seeded.get(p, o)) for p, o in cut.items()})
     if not starts:
         return None
     return {p: min(s.get(p, 0) for s in starts) for p in set().union(*starts)}
