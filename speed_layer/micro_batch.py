@@ -8,9 +8,12 @@ every active generation whose cut they are at or past and go through the shared 
 (:func:`views.compute`), whose rows are collected. Nothing is materialised or counted beforehand:
 the size that picks a single-task pass is the micro-batch's offset range.
 
-A micro-batch past ``speed_single_partition_rows`` also runs the jobs that build the broadcast
-tables of ``once_per_value`` dimensions (views.shared_pass): they read the scan again, and the dedup
-answers them with the verdicts it already gave (the range's verdicts are kept).
+That is one job for a micro-batch of up to ``speed_single_partition_rows`` records (the shared pass
+in one task). A larger one also runs the jobs that build the broadcast tables of
+``once_per_value`` dimensions (views.shared_pass), which would read the scan again: its marked rows
+are materialised first (``localCheckpoint``, a job of their own), so that the scan, the contract and
+the dedup run once. (Were the scan read twice, the dedup would answer the second reading with the
+verdicts of the first: a range's verdicts are kept.)
 """
 
 from __future__ import annotations
@@ -64,7 +67,15 @@ class MicroBatch:
         return self._rows[1]
 
     def _compute(self, active: dict[int, Offsets]) -> list[Any]:
+        t0 = time.monotonic()
+        rebuilt = len(self.job.dedup.rebuild_seconds)
         rows, metrics = self.job.dedup.run(self.marker, self.starts, self.ends, lambda: self._job(active))
+        rebuilds = self.job.dedup.rebuild_seconds[rebuilt:]
+        if rebuilds:
+            self.report.phases["dedup rebuild"] = sum(rebuilds)
+        self.report.phases["views"] = self.report.phases.get("views", 0.0) + (
+            time.monotonic() - t0 - sum(rebuilds)
+        )
         self.report.rows = int(metrics["rows"])
         self.report.invalid = int(metrics["invalid"])
         self.report.duplicates = int(metrics["duplicates"])
@@ -102,12 +113,19 @@ class MicroBatch:
                 )
             ).alias("dead"),
         )
-        counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
-        tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
-        tagged = counted.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
         single = self.records <= settings.speed_single_partition_rows
-        rows = compute(tagged, self.job.views, settings.hll_lg_k, ["gen"], single).collect()
-        return rows, observation.get
+        if not single:
+            # The broadcast tables of once_per_value dimensions would read the scan again.
+            observed = observed.localCheckpoint(eager=True)
+        try:
+            counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
+            tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
+            tagged = counted.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
+            rows = compute(tagged, self.job.views, settings.hll_lg_k, ["gen"], single).collect()
+            return rows, observation.get
+        finally:
+            if not single:
+                observed.unpersist()
 
     def _dead_letter(self, dead: Any) -> None:
         """Send the invalid records (JSON text each, ``dead``: a list or the JVM's sequence)."""

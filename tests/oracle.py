@@ -59,12 +59,17 @@ def dedup(events: Iterable[PageView]) -> list[PageView]:
 
 
 def recount(
-    events: Iterable[PageView], keys: Mapping[str, Callable[[PageView], str]] | None = None
+    events: Iterable[PageView],
+    keys: Mapping[str, Callable[[PageView], str]] | None = None,
+    *,
+    deduplicate: bool = True,
 ) -> Recount:
-    """Every view's buckets (the shipped dimensions, or the views of ``keys``)."""
+    """Every view's buckets (the shipped dimensions, or the views of ``keys``), of ``events``
+    deduplicated by :func:`dedup` unless already deduplicated (``deduplicate=False``: the events
+    :func:`first_copies` keeps)."""
     key_of = DIMENSION_KEYS if keys is None else keys
     result: Recount = {view: defaultdict(Bucket) for view in key_of}
-    for e in dedup(events):
+    for e in dedup(events) if deduplicate else events:
         day, hour = e.ts.strftime("%Y-%m-%d"), e.ts.hour
         for view, fn in key_of.items():
             b = result[view][(fn(e), day)]
