@@ -3,6 +3,7 @@ package lambda_platform.dedup;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.ToLongFunction;
 import org.apache.spark.TaskContext;
 import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.TaskFailureListener;
@@ -56,21 +57,19 @@ public final class DedupStates {
 
   /** Fingerprints held by the states of {@code namespace}, this JVM (bench and tests). */
   public static long entries(String namespace) {
-    long n = 0;
-    for (Map.Entry<String, PartitionState> e : STATES.entrySet()) {
-      if (e.getKey().startsWith(namespace + "#")) {
-        n += e.getValue().entries();
-      }
-    }
-    return n;
+    return sum(namespace, PartitionState::entries);
   }
 
   /** Bytes of heap the states of {@code namespace} hold in their tables, this JVM. */
   public static long bytes(String namespace) {
+    return sum(namespace, PartitionState::bytes);
+  }
+
+  private static long sum(String namespace, ToLongFunction<PartitionState> of) {
     long n = 0;
     for (Map.Entry<String, PartitionState> e : STATES.entrySet()) {
       if (e.getKey().startsWith(namespace + "#")) {
-        n += e.getValue().bytes();
+        n += of.applyAsLong(e.getValue());
       }
     }
     return n;

@@ -15,23 +15,18 @@ import org.apache.spark.sql.api.java.UDF4;
  * first row of a task checks that the state of its partition stands at the range's start, or
  * already holds this range's verdicts; otherwise it throws {@link DedupStateMissing}.
  */
-public final class DuplicateMarker implements UDF4<Integer, Long, Long, String, Boolean> {
+public final class DuplicateMarker extends PartitionUdf
+    implements UDF4<Integer, Long, Long, String, Boolean> {
   private static final long serialVersionUID = 1L;
 
-  private final String namespace;
-  private final long windowMs;
-  private final long graceMs;
   private final Map<Integer, long[]> ranges;
   private volatile Map<Integer, long[]> empty = Map.of();
-  private transient ThreadLocal<Object[]> current;
 
   /**
    * @param ranges "p:start:end,..." the micro-batch's offsets per partition.
    */
   public DuplicateMarker(String namespace, long windowMs, long graceMs, String ranges) {
-    this.namespace = namespace;
-    this.windowMs = windowMs;
-    this.graceMs = graceMs;
+    super(namespace, windowMs, graceMs);
     this.ranges = DedupStates.parse(ranges);
   }
 
@@ -42,7 +37,7 @@ public final class DuplicateMarker implements UDF4<Integer, Long, Long, String, 
 
   @Override
   public Boolean call(Integer partition, Long offset, Long time, String id) {
-    PartitionState state = stateFor(partition);
+    PartitionState state = held(partition, attempt -> take(partition, attempt));
     synchronized (state) {
       if (id == null) {
         return state.skip(offset);
@@ -51,20 +46,6 @@ public final class DuplicateMarker implements UDF4<Integer, Long, Long, String, 
       Fingerprint.of(id, fp);
       return state.apply(offset, time, fp[0], fp[1]);
     }
-  }
-
-  private PartitionState stateFor(int partition) {
-    if (current == null) {
-      current = new ThreadLocal<>();
-    }
-    long attempt = DedupStates.attempt();
-    Object[] held = current.get();
-    if (held != null && (long) held[0] == attempt && (int) held[1] == partition) {
-      return (PartitionState) held[2];
-    }
-    PartitionState state = take(partition, attempt);
-    current.set(new Object[] {attempt, partition, state});
-    return state;
   }
 
   private PartitionState take(int partition, long attempt) {

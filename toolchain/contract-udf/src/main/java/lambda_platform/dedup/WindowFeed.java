@@ -9,55 +9,43 @@ import org.apache.spark.sql.api.java.UDF4;
  * when the task ends successfully, replaces the partition's state at that start. Same arguments
  * as {@link DuplicateMarker}; returns true.
  */
-public final class WindowFeed implements UDF4<Integer, Long, Long, String, Boolean> {
+public final class WindowFeed extends PartitionUdf implements UDF4<Integer, Long, Long, String, Boolean> {
   private static final long serialVersionUID = 1L;
 
-  private final String namespace;
-  private final long windowMs;
-  private final long graceMs;
   private final Map<Integer, long[]> starts;
-  private transient ThreadLocal<Object[]> current;
 
   /**
    * @param starts "p:start:floor,..." per partition, the micro-batch's start offset and the log-
    *     append time from which the window read holds every record.
    */
   public WindowFeed(String namespace, long windowMs, long graceMs, String starts) {
-    this.namespace = namespace;
-    this.windowMs = windowMs;
-    this.graceMs = graceMs;
+    super(namespace, windowMs, graceMs);
     this.starts = DedupStates.parse(starts);
   }
 
   @Override
   public Boolean call(Integer partition, Long offset, Long time, String id) {
-    if (current == null) {
-      current = new ThreadLocal<>();
-    }
-    long attempt = DedupStates.attempt();
-    Object[] held = current.get();
-    PartitionState state;
-    if (held != null && (long) held[0] == attempt && (int) held[1] == partition) {
-      state = (PartitionState) held[2];
-    } else {
-      long[] start = starts.get(partition);
-      if (start == null) {
-        throw new IllegalStateException("partition " + partition + " is not being rebuilt");
-      }
-      PartitionState fed = new PartitionState(windowMs, graceMs, start[1], -1);
-      state = fed;
-      current.set(new Object[] {attempt, partition, fed});
-      DedupStates.onSuccess(
-          () -> {
-            fed.position = start[0];
-            DedupStates.put(namespace, partition, fed);
-          });
-    }
+    PartitionState state = held(partition, attempt -> fresh(partition));
     if (id != null) {
       long[] fp = new long[2];
       Fingerprint.of(id, fp);
       state.record(time, fp[0], fp[1]);
     }
     return Boolean.TRUE;
+  }
+
+  /** A new state for {@code partition}, which replaces its state if the running task succeeds. */
+  private PartitionState fresh(int partition) {
+    long[] start = starts.get(partition);
+    if (start == null) {
+      throw new IllegalStateException("partition " + partition + " is not being rebuilt");
+    }
+    PartitionState fed = new PartitionState(windowMs, graceMs, start[1], -1);
+    DedupStates.onSuccess(
+        () -> {
+          fed.position = start[0];
+          DedupStates.put(namespace, partition, fed);
+        });
+    return fed;
   }
 }
