@@ -121,8 +121,11 @@ class MicroBatch:
             counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
             tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
             tagged = counted.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
-            rows = compute(tagged, self.job.views, settings.hll_lg_k, ["gen"], single).collect()
-            return rows, observation.get
+            # The realtime views keep page views and sketches: no exact visitor count (sink).
+            view_rows = compute(
+                tagged, self.job.views, settings.hll_lg_k, ["gen"], single, exact_visitors=False
+            )
+            return view_rows.collect(), observation.get
         finally:
             if not single:
                 observed.unpersist()
