@@ -16,7 +16,8 @@ import time
 
 from rich.console import Console
 
-from config.settings import get_settings
+from bench.common import running_stack
+from config.settings import Settings, get_settings
 from ingest.topics import log_end_offsets
 
 
@@ -26,12 +27,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="rebuilds timed one after the other")
     args = parser.parse_args()
 
+    console = Console()
+    settings = get_settings().model_copy(update={"events_topic": args.topic})
+    with running_stack(settings):
+        measure(console, settings, args.runs)
+
+
+def measure(console: Console, settings: Settings, repeat: int) -> None:
     from config.spark import spark_session
     from contract.log_window import window_before
     from speed_layer.dedup import ScanDedup
 
-    console = Console()
-    settings = get_settings().model_copy(update={"events_topic": args.topic})
     spark = spark_session(settings, "bench-dedup-rebuild")
     dedup = ScanDedup(spark, settings)
     ends = log_end_offsets(settings)
@@ -40,7 +46,7 @@ def main() -> None:
     window = window_before(settings, starts, dedup.window_ms)
     records = sum(starts[p] - window.begins[p] for p in starts)
     runs = []
-    for _ in range(args.runs):
+    for _ in range(repeat):
         dedup.forget()
         marker = spark.sparkContext._jvm.lambda_platform.dedup.DuplicateMarker(  # type: ignore[union-attr]
             dedup.namespace, dedup.window_ms, 0, ""
@@ -53,7 +59,7 @@ def main() -> None:
     console.print_json(
         json.dumps(
             {
-                "topic": args.topic,
+                "topic": settings.events_topic,
                 "records_read": records,
                 "seconds": runs,
                 "records_per_s": round(records / min(runs)),

@@ -2,8 +2,10 @@ package lambda_platform.dedup;
 
 /**
  * An open-addressing map from a 128-bit fingerprint to a log-append time, in primitive arrays (no
- * object per entry): 20 bytes an entry at most 0.7 full. Entries are never removed one by one;
- * the whole table goes when its time bucket leaves the window ({@link PartitionState}).
+ * object per entry): 20 bytes a slot, at most 0.7 full. Entries are never removed one by one; the
+ * whole table goes when its time bucket leaves the window ({@link PartitionState}). A table is
+ * sized for the entries expected (the previous bucket's count), not to a power of two: a slot is
+ * picked by multiplying the hash into the table's size.
  */
 final class FingerprintTable {
   static final int NOT_FOUND = Integer.MIN_VALUE;
@@ -12,14 +14,13 @@ final class FingerprintTable {
   private int[] times; // milliseconds since base
   private final long base;
   private int size;
-  private int mask;
+  private int slots;
 
-  FingerprintTable(long base, int capacity) {
-    int slots = Integer.highestOneBit(Math.max(16, capacity) * 2 - 1);
+  FingerprintTable(long base, int expected) {
     this.base = base;
+    slots = (int) Math.min(Integer.MAX_VALUE / 2, Math.max(16L, (long) Math.ceil(expected / 0.7) + 1));
     keys = new long[slots * 2];
     times = new int[slots];
-    mask = slots - 1;
   }
 
   int size() {
@@ -45,7 +46,7 @@ final class FingerprintTable {
     if (keys[2 * i] == 0 && keys[2 * i + 1] == 0) {
       keys[2 * i] = h1;
       keys[2 * i + 1] = h2;
-      if (++size > (mask + 1) * 0.7) {
+      if (++size > slots * 0.7) {
         times[i] = (int) offset;
         grow();
         return;
@@ -55,24 +56,23 @@ final class FingerprintTable {
   }
 
   private int slot(long h1, long h2) {
-    int i = (int) (h1 ^ (h1 >>> 32)) & mask;
+    int i = (int) (((h1 >>> 32) * slots) >>> 32);
     while (true) {
       long a = keys[2 * i];
       long b = keys[2 * i + 1];
       if ((a == h1 && b == h2) || (a == 0 && b == 0)) {
         return i;
       }
-      i = (i + 1) & mask;
+      i = i + 1 == slots ? 0 : i + 1;
     }
   }
 
   private void grow() {
     long[] oldKeys = keys;
     int[] oldTimes = times;
-    int slots = oldTimes.length * 2;
+    slots = oldTimes.length * 2;
     keys = new long[slots * 2];
     times = new int[slots];
-    mask = slots - 1;
     for (int j = 0; j < oldTimes.length; j++) {
       long a = oldKeys[2 * j];
       long b = oldKeys[2 * j + 1];

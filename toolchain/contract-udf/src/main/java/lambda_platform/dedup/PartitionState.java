@@ -121,6 +121,7 @@ final class PartitionState {
     long index = Math.floorDiv(time, bucketMs);
     Bucket newest = buckets.peekLast();
     if (newest == null || index > newest.index) {
+      // Sized for as many entries as the previous bucket ended with: a steady rate never grows it.
       int expected = newest == null ? 1024 : newest.table.size();
       newest = new Bucket(index, new FingerprintTable(index * bucketMs, expected));
       buckets.addLast(newest);
