@@ -43,7 +43,6 @@ REBUILDS = 3
 executor than the one its state was rebuilt in)."""
 
 T = TypeVar("T")
-_names = itertools.count()
 
 
 def _spec(triples: dict[int, tuple[int, int]]) -> str:
@@ -74,15 +73,16 @@ class ScanDedup:
         states = self._jvm().lambda_platform.dedup.DedupStates
         return int(states.entries(self.namespace)), int(states.bytes(self.namespace))
 
-    def _udf(self, spark: SparkSession, function: Any, columns: list[Column]) -> Column:
-        """``function`` (a Java UDF4 -> boolean) as a nondeterministic column over ``columns``."""
+    def _udf(self, spark: SparkSession, name: str, function: Any, columns: list[Column]) -> Column:
+        """``function`` (a Java UDF4 -> boolean) as a nondeterministic column over ``columns``,
+        registered as ``name`` (each registration replaces the last: a column is bound to its
+        function when its DataFrame is analysed, so earlier DataFrames keep theirs)."""
         from pyspark.sql import functions as F
 
         jvm = self._jvm()
         judf = jvm.org.apache.spark.sql.functions.udf(
             function, jvm.org.apache.spark.sql.types.DataTypes.BooleanType
         ).asNondeterministic()
-        name = f"lambda_dedup_{next(_names)}"
         spark._jsparkSession.udf().register(name, judf)
         return F.call_function(name, *columns)
 
@@ -105,7 +105,7 @@ class ScanDedup:
         marker = self._jvm().lambda_platform.dedup.DuplicateMarker(
             self.namespace, self.window_ms, GRACE_MS, _spec(ranges)
         )
-        column = self._udf(batch.sparkSession, marker, self._arguments())
+        column = self._udf(batch.sparkSession, "lambda_dedup_mark", marker, self._arguments())
         return batch.select("*", column.alias(DUPLICATE_COLUMN)), marker
 
     def rebuild(self, marker: Any, starts: dict[int, int], ends: dict[int, int]) -> None:
@@ -138,7 +138,9 @@ class ScanDedup:
             feed = self._jvm().lambda_platform.dedup.WindowFeed(
                 self.namespace, self.window_ms, GRACE_MS, spec
             )
-            column = self._udf(rows.sparkSession, feed, [*self._arguments()[:3], F.col("event_id")])
+            column = self._udf(
+                rows.sparkSession, "lambda_dedup_feed", feed, [*self._arguments()[:3], F.col("event_id")]
+            )
             rows.select(column).write.format("noop").mode("overwrite").save()
         marker.startEmpty(_spec({p: floors[p] for p in floors if p not in fed}))
 
