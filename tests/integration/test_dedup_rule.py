@@ -85,6 +85,7 @@ def test_the_batch_and_the_speed_layer_drop_exactly_the_duplicates_of_the_rule(
 
         SpeedJob(platform, spark).run(available_now=True)
         assert_realtime_matches(realtime_documents(platform, 0), expected)
+        assert_no_exchange_before_the_mark(platform, spark)
 
         job = BatchJob(platform, spark)
         try:
@@ -92,3 +93,25 @@ def test_the_batch_and_the_speed_layer_drop_exactly_the_duplicates_of_the_rule(
         finally:
             job.close()
         assert_matches_oracle(served_documents(platform), expected)
+
+
+def assert_no_exchange_before_the_mark(settings: Settings, spark: Any) -> None:
+    """The speed layer's micro-batch plan (the Kafka scan, the contract, the mark) has no exchange:
+    each partition's rows reach the dedup in the order the scan reads them."""
+    from contract.codec import bounds_from
+    from contract.spark_schema import parse_kafka_records
+    from ingest.topics import log_end_offsets
+    from speed_layer.dedup import ScanDedup
+
+    records = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
+        .option("subscribe", settings.events_topic)
+        .load()
+    )
+    ends = log_end_offsets(settings)
+    marked, _ = ScanDedup(spark, settings).mark(
+        parse_kafka_records(records, bounds_from(settings)), dict.fromkeys(ends, 0), ends
+    )
+    plan = marked._jdf.queryExecution().executedPlan().toString()
+    assert "lambda_dedup_mark" in plan and "Exchange" not in plan, plan
