@@ -9,7 +9,7 @@ pays this, so it is worth one minute of ``make setup``.
 
 The archive is a dynamic one (``-XX:ArchiveClassesAtExit``, Java 13 and later): a JVM runs a small
 workload of the platform's own code (the contract's parse, the shared pass, Parquet, a stateful
-stream on RocksDB) and dumps every class it loaded when it exits. Its name is a digest of what it
+stream) and dumps every class it loaded when it exits. Its name is a digest of what it
 depends on (pyspark's version, the connector jars, the Java binary), so an upgrade never meets a
 stale archive; a missing archive only means a slower start, and a JVM that cannot use one (another
 Java, other JVM flags) warns and runs without it. Production images can build theirs the same way
