@@ -16,6 +16,14 @@ Python code and appends them to their days (or ``invalid``). Recognised records 
 a Python worker: one pass with the judging UDF in the plan costs every row the crossing, about a
 third of the absorb's parse. A crash between the passes leaves an uncommitted segment, deleted and
 absorbed again by the next run.
+
+Duplicates (the rule of :mod:`contract.duplicates`) are found when a segment is absorbed, since
+whether a record is one depends only on the records before it in its partition: the segment's
+accepted records and those of the window of log before its ranges (read back from Kafka through the
+contract, :mod:`contract.log_window`) go through :func:`~contract.duplicates.previous_gap`, and
+every record with an earlier copy within the window is written to the segment's ``duplicates``
+directory with its gap. Readers drop them (:meth:`MasterDataset.read`), so an incremental run and a
+full recompute drop the same records whichever days or segments hold their originals.
 """
 
 from __future__ import annotations
@@ -32,7 +40,9 @@ from batch_layer.segment import Segment, invalid_reasons_total, segments_end
 from config.settings import Settings
 from config.spark import hadoop_path
 from contract.codec import bounds_from, reason_field
+from contract.duplicates import GAP_COLUMN, is_duplicate, previous_gap
 from contract.events import PageView
+from contract.log_window import window_before
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
 from ingest.topics import record_times
 
@@ -47,6 +57,8 @@ log = logging.getLogger(__name__)
 INVALID_PARTITION = "invalid"
 UNJUDGED_PARTITION = "unjudged"
 """Between the absorb's two passes only: the records the first did not recognise, for the second."""
+DUPLICATES = "duplicates"
+"""A segment's directory of its duplicates: (kafka_partition, kafka_offset, event_date, gap ms)."""
 EVENT_COLUMNS = tuple(name for name in PageView.model_fields if name != "schema_version")
 """The contract's fields as a segment row holds them: the event's own, then ``schema_version``."""
 
@@ -243,6 +255,8 @@ class MasterDataset:
             raise AbsorbError(
                 f"segment {segment_id}: read {written.records} records, the offset ranges hold {expected}"
             )
+        window_ms = self.settings.speed_dedup_window_s * 1000
+        write_duplicates(spark, self.settings, path, written.days, ranges, window_ms)
         return Segment(
             segment_id=segment_id,
             gen=gen,
@@ -253,6 +267,7 @@ class MasterDataset:
             days=written.days,
             committed_at=datetime.now(UTC),
             invalid_reasons=reasons,
+            dedup_window_ms=window_ms,
         )
 
     def accept_gap(self, gen: int, log_start: dict[int, int], accepted_by: str) -> Segment | None:
@@ -291,23 +306,46 @@ class MasterDataset:
 
     # --- reading ------------------------------------------------------------------------------------
     def read(self, spark: SparkSession, days: list[str] | None = None) -> DataFrame | None:
-        """Valid events of the committed segments, optionally only the given UTC days.
+        """Valid events of the committed segments, optionally only the given UTC days, without
+        the duplicates (:mod:`contract.duplicates`, found at absorb: :func:`write_duplicates`).
 
         Spark is given exactly the day directories of the committed segments that hold those days
         (the manifest says which), so it lists nothing else: an incremental run does not pay for
         discovering every segment the master dataset has accumulated, and uncommitted segments (a
         crashed absorb) are never read. ``segment`` and ``event_date`` stay columns (``basePath``).
         """
+        from pyspark.sql import functions as F
+
         wanted = None if days is None else set(days)
+        # An accepted gap (Segment.gap) has no days: it holds no files to read.
+        segments = [s for s in self.segments() if s.days and (wanted is None or wanted & set(s.days))]
         paths = [
             f"{self.root}/segments/segment={s.segment_id}/event_date={day}"
-            for s in self.segments()
+            for s in segments
             for day in s.days
             if wanted is None or day in wanted
         ]
         if not paths:
             return None
-        return spark.read.option("basePath", f"{self.root}/segments").parquet(*paths)
+        events = spark.read.option("basePath", f"{self.root}/segments").parquet(*paths)
+        window_ms = self.settings.speed_dedup_window_s * 1000
+        for s in segments:
+            if s.dedup_window_ms is None or s.dedup_window_ms < window_ms:
+                raise AbsorbError(
+                    f"segment {s.segment_id} holds the duplicates of a "
+                    f"{'unknown' if s.dedup_window_ms is None else s.dedup_window_ms // 1000} s window, "
+                    f"less than the dedup window of {window_ms // 1000} s: absorb the log again into a "
+                    "new master dataset to widen it"
+                )
+        found = spark.read.schema(DUPLICATES_SCHEMA).parquet(
+            *[f"{self.root}/segments/segment={s.segment_id}/{DUPLICATES}" for s in segments]
+        )
+        if wanted is not None:
+            found = found.where(F.col("event_date").isin(sorted(wanted)))
+        dropped = found.where(is_duplicate(F.col(GAP_COLUMN), window_ms)).select(
+            "kafka_partition", "kafka_offset"
+        )
+        return events.join(F.broadcast(dropped), ["kafka_partition", "kafka_offset"], "left_anti")
 
     def remove_orphans(self, spark: SparkSession) -> list[str]:
         """Delete segment directories no manifest entry names (left by a crashed absorb)."""
@@ -322,3 +360,38 @@ class MasterDataset:
                 fs.delete(status.getPath(), True)
                 removed.append(name)
         return removed
+
+
+DUPLICATES_SCHEMA = "kafka_partition INT, kafka_offset BIGINT, event_date STRING, " + GAP_COLUMN + " BIGINT"
+
+
+def write_duplicates(
+    spark: SparkSession,
+    settings: Settings,
+    path: str,
+    days: list[str],
+    ranges: dict[int, tuple[int, int]],
+    window_ms: int,
+) -> None:
+    """Write the duplicates among the segment at ``path`` (its valid ``days``, absorbed from
+    ``ranges``) to its ``duplicates`` directory: records whose last earlier accepted copy in their
+    partition, in the segment or the window of log before it, is at most ``window_ms`` older."""
+    from pyspark.sql import functions as F
+
+    columns = ["kafka_partition", "kafka_offset", "log_time", "event_id"]
+    target = f"{path}/{DUPLICATES}"
+    if not days:
+        spark.createDataFrame([], DUPLICATES_SCHEMA).write.mode("errorifexists").parquet(target)
+        return
+    absorbed = spark.read.option("basePath", path).parquet(*[f"{path}/event_date={d}" for d in days])
+    rows = absorbed.select(*columns, "event_date")
+    window = window_before(settings, {p: a for p, (a, _) in ranges.items()}, window_ms).read(spark, settings)
+    if window is not None:
+        before = window.where(F.col("event_id").isNotNull())
+        rows = rows.unionByName(before.select(*columns, F.lit(None).cast("string").alias("event_date")))
+    found = previous_gap(rows).where(
+        F.col("event_date").isNotNull() & is_duplicate(F.col(GAP_COLUMN), window_ms)
+    )
+    found.select("kafka_partition", "kafka_offset", "event_date", GAP_COLUMN).coalesce(1).write.mode(
+        "errorifexists"
+    ).parquet(target)

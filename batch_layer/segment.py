@@ -21,6 +21,8 @@ class Segment:
     committed_at: datetime
     invalid_reasons: dict[str, int] = field(default_factory=dict)
     """Invalid records per field of their reason (``reason_field``)."""
+    dedup_window_ms: int | None = None
+    """The window its ``duplicates`` were found with (None: a segment absorbed before they were)."""
     gap: dict[str, Any] | None = None
     """Set on an accepted gap: offsets retention deleted before any absorb, recorded (who, when,
     from what time on records survive) so that the master dataset accounts for every offset."""

@@ -7,17 +7,17 @@ While the generator produces at ``--rate`` events/s for ``--minutes``:
 - Redis is stopped and started once, and the Kafka broker is killed with SIGKILL and restarted
   once, at random moments;
 - a batch generation (``python -m batch_layer run``) opens every ``--batch-every`` seconds;
-- every 5 s: the speed layer's resident memory (its Python and the driver JVM), the RocksDB state
-  on disk (the checkpoint's ``state/``), Redis ``used_memory`` and the lag (records behind the log
-  end).
+- every 5 s: the speed layer's resident memory (its Python and the driver JVM, which holds the
+  dedup state in local mode), Redis ``used_memory`` and the lag (records behind the log end).
 
 Then the traffic stops, the layer catches up, and the served generation's batch views plus its
 realtime views are compared with the oracle's recount of every event in the log (the test suite's
 oracle: page views per view, key, day and hour exactly, visitors within the sketch's bounds). It
 prints what it checked and writes ``bench/results/soak.json``. The faults fall in the first 60% of
 the run; memory is "flat" when it grew by at most 10% over the last quarter, which is fault-free.
-The RocksDB state holds the event ids of one dedup window (``LAMBDA_SPEED_DEDUP_WINDOW_S``, 600 s):
-it grows until the run is longer than that, then stays level.
+The dedup state holds the fingerprints of one dedup window (``LAMBDA_SPEED_DEDUP_WINDOW_S``, 600 s)
+and up to a grace and a time bucket more (docs/contract.md): it grows until the run is longer than
+that, then stays level.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ FAULTS_UNTIL = 0.6
 """Faults happen in the first 60% of the run; memory is judged over its last quarter."""
 JUDGED_FROM = 0.75
 FLAT_TOLERANCE = 0.1
-MEMORY = ("speed_rss_mib", "rocksdb_mib", "redis_used_mib")
+MEMORY = ("speed_rss_mib", "redis_used_mib")
 
 
 def soak_settings(base: Settings) -> Settings:
@@ -98,12 +98,8 @@ class SpeedLayer(SpeedProcess):
             return 0.0
 
 
-def dir_mib(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path.exists() else 0.0
-
-
 class Sampler(threading.Thread):
-    """Every SAMPLE_EVERY_S: memory of the job, RocksDB on disk, Redis memory, lag."""
+    """Every SAMPLE_EVERY_S: memory of the job, Redis memory, lag."""
 
     def __init__(self, settings: Settings, speed: SpeedLayer, started: float) -> None:
         super().__init__(daemon=True)
@@ -112,13 +108,11 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        state = Path(self.settings.speed_checkpoint_uri.removeprefix("file://")) / "state"
         r = redis.Redis.from_url(self.settings.redis_url, socket_timeout=2)
         while not self.stop.wait(SAMPLE_EVERY_S):
             sample: dict[str, float | None] = {
                 "t": round(time.monotonic() - self.started, 1),
                 "speed_rss_mib": round(self.speed.rss_mib(), 1),
-                "rocksdb_mib": round(dir_mib(state), 1),
             }
             try:
                 sample["redis_used_mib"] = round(int(r.info("memory")["used_memory"]) / 2**20, 1)
@@ -198,7 +192,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                     last = sampler.samples[-1] if sampler.samples else {}
                     console.print(
                         f"  {elapsed:5.0f} s  lag {last.get('lag')}  "
-                        f"speed RSS {last.get('speed_rss_mib')} MiB  RocksDB {last.get('rocksdb_mib')} MiB  "
+                        f"speed RSS {last.get('speed_rss_mib')} MiB  "
                         f"Redis {last.get('redis_used_mib')} MiB  batch runs {len(batch_codes)}"
                     )
                 if speed.proc is not None and speed.proc.poll() is not None:

@@ -8,7 +8,7 @@ pays this, so it is worth one minute of ``make setup``.
 
 The archive is a dynamic one (``-XX:ArchiveClassesAtExit``, Java 13 and later): a JVM runs a small
 workload of the platform's own code (the contract's parse, the shared pass, Parquet, a stateful
-stream on RocksDB) and dumps every class it loaded when it exits. Its name is a digest of what it
+stream) and dumps every class it loaded when it exits. Its name is a digest of what it
 depends on (pyspark's version, the connector jars, the Java binary), so an upgrade never meets a
 stale archive; a missing archive only means a slower start, and a JVM that cannot use one (another
 Java, other JVM flags) warns and runs without it. Production images can build theirs the same way
@@ -65,7 +65,6 @@ def exercise(spark: SparkSession, scratch: Path) -> None:
     from contract import PageView
     from contract.codec import encode
     from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
-    from speed_layer.stream import use_state_store
     from views import all_views, compute
 
     now = datetime.now(UTC)
@@ -91,7 +90,6 @@ def exercise(spark: SparkSession, scratch: Path) -> None:
     dated.write.mode("overwrite").partitionBy("event_date").parquet(str(scratch / "parquet"))
     spark.read.parquet(str(scratch / "parquet")).dropDuplicates(["event_id"]).count()
 
-    use_state_store(spark)
     stream = (
         spark.readStream.format("rate")
         .option("rowsPerSecond", 100)

@@ -143,10 +143,8 @@ class Committer:
                 self.registry.ensure_hot_copy()
                 raise _NoActiveGeneration
             if active != pending.computed_for:
-                t0 = time.monotonic()
                 pending.rows = pending.rows_for(active)
                 pending.computed_for = active
-                report.phases["views"] = time.monotonic() - t0
             t0 = time.monotonic()
             sink = RedisRealtimeSink(self.redis, self.ttl_s)
             for row in pending.rows:

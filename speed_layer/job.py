@@ -2,21 +2,26 @@
 
 One module per concern:
 
-- :mod:`speed_layer.stream`: the query: reading `events`, the contract parse, the dedup by
-  log-append time, where a fresh checkpoint starts.
+- :mod:`speed_layer.stream`: the query: reading `events`, the contract parse, where a fresh
+  checkpoint starts.
+- :mod:`speed_layer.dedup`: the dedup in the scan (the rule of :mod:`contract.duplicates`) and the
+  rebuild of its state from the log.
 - this module: the job's clients and one micro-batch (:meth:`SpeedJob.process`).
+- :mod:`speed_layer.micro_batch`: a micro-batch's Spark work, one job.
 - :mod:`speed_layer.commit`: the exactly-once commit of a micro-batch to Redis.
 - :mod:`speed_layer.progress`: what a micro-batch reports (the live line, the lag, the stats).
 
 One micro-batch, end to end:
 
-1. Spark reads the next offset range of `events`, parses it with the contract and drops
-   duplicates (:mod:`speed_layer.stream`).
+1. Spark reads the next offset range of `events` and parses it with the contract
+   (:mod:`speed_layer.stream`).
 2. ``foreachBatch`` (:meth:`SpeedJob.process`) skips a batch Redis already has (a replay after a
-   crash), sends the batch's dead letters, then reads the active generations, tags each event with
-   every generation whose cut it is at or past, runs the shared pass of every view
+   crash), then reads the active generations and runs one Spark job
+   (:class:`~speed_layer.micro_batch.MicroBatch`): duplicates marked in the scan, each counted
+   event tagged with every generation whose cut it is at or past, the shared pass of every view
    (:func:`views.compute`, grouped by generation too: one shuffle for all views and generations),
-   and commits all writes, the batch id and the end offsets in one Redis transaction
+   the counts and the dead letters gathered as the rows pass. The dead letters go out, then all
+   writes, the batch id and the end offsets are committed in one Redis transaction
    (:mod:`speed_layer.commit`), which computes the rows again if a generation opened meanwhile.
 """
 
@@ -35,17 +40,17 @@ from pymongo import MongoClient
 
 from config.settings import Settings
 from config.spark import hadoop_path, spark_session
-from contract.codec import reason_field
-from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
 from generations.registry import GenerationRegistry
-from ingest.producer import EventProducer, dlq_key
+from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets
 from speed_layer.commit import Committer, already_committed, redis_call
+from speed_layer.dedup import ScanDedup
+from speed_layer.micro_batch import DLQ_SOURCE, MicroBatch
 from speed_layer.progress import BatchReport, lag_of
-from speed_layer.stream import at_or_past, start_query, starting_offsets
+from speed_layer.stream import start_query, starting_offsets
 from stores.redis import keys
-from views import all_views, compute, fingerprint, input_columns
+from views import all_views, fingerprint, input_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DLQ_SOURCE = "speed-layer"
+__all__ = ["DLQ_SOURCE", "SpeedJob"]
 
 
 class SpeedJob:
@@ -75,6 +80,7 @@ class SpeedJob:
         self.views = all_views()
         self.view_marks = sorted(keys.view_mark(v.name, fingerprint(v)) for v in self.views)
         self.input_columns = input_columns(self.views, self.spark)
+        self.dedup = ScanDedup(self.spark, settings)
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
@@ -93,6 +99,8 @@ class SpeedJob:
         active = self.registry.ensure_hot_copy()
         start = starting_offsets(self.settings, self.registry, active)
         log.info("active generations %s; a fresh checkpoint starts at %s", active, start or "the log start")
+        # States this JVM holds for the query are from before this start: rebuilt from the log.
+        self.dedup.forget()
         return start_query(self.spark, self.settings, start, self.input_columns, self.process, available_now)
 
     def run(self, available_now: bool = False, on_progress: Any = None) -> None:
@@ -129,11 +137,9 @@ class SpeedJob:
         finally:
             self.close()
 
-    # --- one micro-batch ---------------------------------------------------------------------------
+    # --- one micro-batch ---------------------------------------------------------------------------------
     def process(self, df: DataFrame, batch_id: int) -> None:
         """foreachBatch: count the batch into every active generation, exactly once."""
-        from pyspark.sql import functions as F
-
         report = BatchReport(batch_id)
         end_offsets = self._batch_offsets(batch_id)
         prev_offsets = self._batch_offsets(batch_id - 1) if batch_id > 0 else None
@@ -143,39 +149,23 @@ class SpeedJob:
             log.info("batch %d was committed before a restart: skipped", batch_id)
             self.last = report
             return
-        # Materialised once, lineage cut: every later job of this batch reads these blocks and never
-        # runs the Kafka read and the stateful dedup again (re-running it reloads the state store).
-        df = df.localCheckpoint(eager=True)
-        try:
-            counts = df.agg(F.count(F.lit(1)), F.count(INVALID_COLUMN)).first()
-            assert counts is not None
-            report.rows, report.invalid = int(counts[0]), int(counts[1])
-            report.phases["read"] = time.monotonic() - report.started
-            invalid = df.where(F.col(INVALID_COLUMN).isNotNull())
-            if report.invalid:
-                topic = self.settings.events_topic
-                for r in invalid.select("_raw", INVALID_COLUMN, "kafka_partition", "kafka_offset").collect():
-                    reason = r[INVALID_COLUMN]
-                    name = reason_field(reason)
-                    report.invalid_reasons[name] = report.invalid_reasons.get(name, 0) + 1
-                    key = dlq_key(DLQ_SOURCE, topic, r["kafka_partition"], r["kafka_offset"])
-                    self.dlq.dead_letter(bytes(r["_raw"]), reason, DLQ_SOURCE, key)
-                # Dead letters go out before the commit: a crash in between re-sends them (at least
-                # once, under the same key) rather than losing them.
-                self.dlq.flush()
-            valid = df.where(F.col(INVALID_COLUMN).isNull()) if report.rows else None
-            report.keys_written, report.generations = self._commit(
-                valid, batch_id, prev_offsets, end_offsets, report
-            )
-        finally:
-            df.unpersist()
+        starts = prev_offsets if prev_offsets is not None else self._initial_offsets()
+        batch = MicroBatch(self, df, starts, end_offsets, report)
+        # The micro-batch's one Spark job, for the generations active now (the commit computes the
+        # rows again only if that set changes before it): its dead letters go out here.
+        active = keys.decode_active(redis_call(lambda: self.redis.get(keys.ACTIVE)))
+        if active:
+            batch.rows_for(active)
+        report.keys_written, report.generations = self._commit(batch, batch_id, prev_offsets, end_offsets)
         report.seconds = time.monotonic() - report.started
         self.last = report
         log.info(
-            "batch %d: %d rows (%d invalid), %d realtime keys for generations %s in %.2f s (%s)",
+            "batch %d: %d rows (%d invalid, %d duplicates), %d realtime keys for generations %s in "
+            "%.2f s (%s)",
             batch_id,
             report.rows,
             report.invalid,
+            report.duplicates,
             report.keys_written,
             report.generations,
             report.seconds,
@@ -183,40 +173,24 @@ class SpeedJob:
         )
 
     def _commit(
-        self,
-        valid: DataFrame | None,
-        batch_id: int,
-        prev_offsets: Offsets | None,
-        end_offsets: Offsets,
-        report: BatchReport,
+        self, batch: MicroBatch, batch_id: int, prev_offsets: Offsets | None, end_offsets: Offsets
     ) -> tuple[int, list[int]]:
-        """Commit the batch's ``valid`` rows with its batch id (:meth:`Committer.commit`), computing
-        the view rows with Spark for whichever generations are active at the commit."""
-
-        def rows_for(active: dict[int, Offsets]) -> list[Any]:
-            return self._rows(valid, report.rows, active) if valid is not None else []
-
-        return self.committer.commit(batch_id, prev_offsets, end_offsets, report, rows_for)
-
-    def _rows(self, valid: DataFrame, rows: int, active: dict[int, Offsets]) -> list[Any]:
-        """One collect for every (generation, view): the view rows of this micro-batch of ``rows``.
-
-        Each event is tagged with every active generation whose cut it is at or past (at most two),
-        then the shared pass groups by generation too: one shuffle for all generations and views,
-        none at all for a small micro-batch (``speed_single_partition_rows``).
-        """
-        from pyspark.sql import functions as F
-
-        tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
-        tagged = valid.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
-        single = rows <= self.settings.speed_single_partition_rows
-        return compute(tagged, self.views, self.settings.hll_lg_k, ["gen"], single).collect()
+        """Commit the micro-batch with its batch id (:meth:`Committer.commit`)."""
+        return self.committer.commit(batch_id, prev_offsets, end_offsets, batch.report, batch.rows_for)
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _batch_offsets(self, batch_id: int) -> Offsets:
         """End offsets of ``batch_id`` from the checkpoint's offset log (written before the batch
         runs, so it is there for the batch being processed and every earlier one still kept)."""
         text = _read_text(self.spark, f"{self.settings.speed_checkpoint_uri.rstrip('/')}/offsets/{batch_id}")
+        sources = json.loads(text.strip().splitlines()[-1])
+        return {int(p): int(o) for p, o in sources[self.settings.events_topic].items()}
+
+    def _initial_offsets(self) -> Offsets:
+        """Where the query's first batch starts: the Kafka source's initial offsets, which it
+        records in the checkpoint before that batch runs."""
+        uri = f"{self.settings.speed_checkpoint_uri.rstrip('/')}/sources/0/0"
+        text = _read_text(self.spark, uri).replace("\x00", "")
         sources = json.loads(text.strip().splitlines()[-1])
         return {int(p): int(o) for p, o in sources[self.settings.events_topic].items()}
 

@@ -21,6 +21,8 @@ class BatchReport:
     batch_id: int
     rows: int = 0
     invalid: int = 0
+    duplicates: int = 0
+    """Accepted records dropped by the dedup rule (contract.duplicates)."""
     invalid_reasons: dict[str, int] = field(default_factory=dict)
     """Records dead-lettered in this batch, per field of their reason."""
     keys_written: int = 0
@@ -29,7 +31,8 @@ class BatchReport:
     skipped: bool = False
     started: float = field(default_factory=time.monotonic)
     phases: dict[str, float] = field(default_factory=dict)
-    """Seconds per step: read (Kafka, parse, dedup), views (Spark), commit (Redis)."""
+    """Seconds per step: views (the micro-batch's one Spark job: Kafka, parse, dedup, views),
+    dead letters (Kafka), commit (Redis)."""
 
 
 def stats_record(

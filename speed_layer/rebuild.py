@@ -2,9 +2,9 @@
 
 Realtime views are disposable: everything they hold is in the log at or past the active
 generations' cuts. The rebuild drops what is left of them, forgets the speed layer's commit and
-checkpoint, and runs the streaming job from the cuts (one dedup window earlier, to recognise
-re-sends) until it has caught up with the log end. The background job then continues from the new
-checkpoint.
+checkpoint, and runs the streaming job from the cuts (one dedup window earlier, its dedup state
+rebuilt from the window of log before that, to recognise re-sends) until it has caught up with the
+log end. The background job then continues from the new checkpoint.
 """
 
 from __future__ import annotations

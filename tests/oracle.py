@@ -44,7 +44,10 @@ Recount = dict[str, dict[tuple[str, str], Bucket]]
 
 
 def dedup(events: Iterable[PageView]) -> list[PageView]:
-    """Each (event day, event_id) once, as the batch layer defines duplicates."""
+    """Each (event day, event_id) once: for events whose re-sends are exact copies sent within the
+    dedup window to the partition of their original (what the tests' traffic sends), the same
+    events as the rule of contract.duplicates keeps; :func:`first_copies` applies the rule itself
+    to records read from the log."""
     seen: set[tuple[str, str]] = set()
     out = []
     for e in events:
@@ -56,12 +59,17 @@ def dedup(events: Iterable[PageView]) -> list[PageView]:
 
 
 def recount(
-    events: Iterable[PageView], keys: Mapping[str, Callable[[PageView], str]] | None = None
+    events: Iterable[PageView],
+    keys: Mapping[str, Callable[[PageView], str]] | None = None,
+    *,
+    deduplicate: bool = True,
 ) -> Recount:
-    """Every view's buckets (the shipped dimensions, or the views of ``keys``)."""
+    """Every view's buckets (the shipped dimensions, or the views of ``keys``), of ``events``
+    deduplicated by :func:`dedup` unless already deduplicated (``deduplicate=False``: the events
+    :func:`first_copies` keeps)."""
     key_of = DIMENSION_KEYS if keys is None else keys
     result: Recount = {view: defaultdict(Bucket) for view in key_of}
-    for e in dedup(events):
+    for e in dedup(events) if deduplicate else events:
         day, hour = e.ts.strftime("%Y-%m-%d"), e.ts.hour
         for view, fn in key_of.items():
             b = result[view][(fn(e), day)]
@@ -78,6 +86,8 @@ class LogRecord:
     offset: int
     event: PageView | None
     """None for a record that breaks the contract."""
+    log_time_ms: int = 0
+    """The broker's log-append time."""
 
 
 def read_log(bootstrap: str, topic: str) -> list[LogRecord]:
@@ -103,7 +113,7 @@ def read_log(bootstrap: str, topic: str) -> list[LogRecord]:
                     event: PageView | None = decode(msg.value() or b"")
                 except ContractError:
                     event = None
-                records.append(LogRecord(msg.partition() or 0, msg.offset() or 0, event))
+                records.append(LogRecord(msg.partition() or 0, msg.offset() or 0, event, msg.timestamp()[1]))
                 if (msg.offset() or 0) + 1 >= ends[msg.partition() or 0]:
                     remaining.discard(msg.partition() or 0)
         return sorted(records, key=lambda r: (r.partition, r.offset))
@@ -111,18 +121,19 @@ def read_log(bootstrap: str, topic: str) -> list[LogRecord]:
         consumer.close()
 
 
-def first_copies(log: Iterable[LogRecord]) -> list[LogRecord]:
-    """The earliest copy of each event (a re-send keeps its visitor, hence its partition)."""
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for r in log:
-        if r.event is None:
-            continue
-        ident = (r.event.ts.strftime("%Y-%m-%d"), r.event.event_id)
-        if ident not in seen:
-            seen.add(ident)
-            out.append(r)
-    return out
+def first_copies(log: Iterable[LogRecord], window_s: int | None = None) -> list[LogRecord]:
+    """The accepted records the dedup rule keeps (contract.duplicates, the reference), with the
+    window of the settings unless given."""
+    from config.settings import get_settings
+    from contract.duplicates import LogEntry, duplicates
+
+    records = list(log)
+    window_ms = (get_settings().speed_dedup_window_s if window_s is None else window_s) * 1000
+    entries = (
+        LogEntry(r.partition, r.offset, r.log_time_ms, r.event.event_id if r.event else None) for r in records
+    )
+    dropped = duplicates(entries, window_ms)
+    return [r for r in records if r.event is not None and (r.partition, r.offset) not in dropped]
 
 
 def recount_past(

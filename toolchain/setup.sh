@@ -71,17 +71,18 @@ else
   done_step "$(ls "$CACHE/spark-jars" | tr '\n' ' ')"
 fi
 
-# --- 4. The contract's recogniser of canonical records (a Spark UDF in Java) -------------------
-# The layers' fast path (contract/canonical.py): a DFA over each record's bytes. Compiled against
-# pyspark's own Spark version; the jar and dk.brics.automaton go where the session takes jars from.
-step "Contract recogniser (Java UDF, Maven build)"
+# --- 4. The layers' Java UDFs: the contract's recogniser, the speed layer's dedup ---------------
+# The layers' fast path (contract/canonical.py): a DFA over each record's bytes; and the dedup in the
+# scan (contract/duplicates.py, speed_layer/dedup.py). Compiled against pyspark's own Spark version; the jar and dk.brics.automaton go where the session takes jars from.
+step "Contract recogniser and dedup (Java UDFs, Maven build)"
 UDF_DIR="$ROOT/toolchain/contract-udf"
 UDF_HASH=$(hash_of "$UDF_DIR/pom.xml" $(find "$UDF_DIR/src" -type f | sort))
 if fresh contract-udf "$UDF_HASH" && [[ -d "$CACHE/contract-jars" ]]; then
   done_step "cached"
 else
   rm -rf "$CACHE/contract-jars" "$CACHE/contract-udf-build"
-  (cd "$UDF_DIR" && "${MVN[@]}" "-Dbuild.dir=$CACHE/contract-udf-build" package \
+  PYSPARK_JARS=$("$CACHE/venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  (cd "$UDF_DIR" && "${MVN[@]}" "-Dbuild.dir=$CACHE/contract-udf-build" "-Dpyspark.jars=$PYSPARK_JARS" package \
     dependency:copy-dependencies -DincludeScope=runtime "-DoutputDirectory=$CACHE/contract-jars")
   cp "$CACHE"/contract-udf-build/contract-udf-*.jar "$CACHE/contract-jars/"
   stamp contract-udf "$UDF_HASH"

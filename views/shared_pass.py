@@ -4,12 +4,16 @@ Both layers call :func:`view_rows`: the batch layer over the master dataset's da
 over each micro-batch (with the generation as an extra grouping column). The stages:
 
 1. :func:`keyed_events`: every dimension's stored key per event, computed before anything moves.
-2. :func:`count_visits`: the one shuffle of events, by visitor. Inside each partition: duplicates
-   dropped, one row per (dimension, level) with level an hour or the whole day, page views per
-   (view, key, day, level, visitor).
+2. :func:`count_visits`: the one shuffle of events, by visitor. Inside each partition: one row per
+   (dimension, level) with level an hour or the whole day, page views per (view, key, day, level,
+   visitor). The events come deduplicated by the layer (the rule of contract.duplicates): the pass
+   counts every event it is given.
 3. :func:`aggregate`: per (view, key, day, level) page views, exact distinct visitors and the HLL
    sketch, partially aggregated per partition (exact, since a visitor lives in one partition) and
-   then exchanged as aggregates; then one row per (view, key, day) with its hours.
+   then exchanged as aggregates; then one row per (view, key, day) with its hours (:func:`assemble`).
+
+A reader that stores no exact visitor count (the speed layer) skips stage 2 and the shuffle by
+visitor: :func:`count_events` aggregates page views and sketches straight from the keyed events.
 
 So the number of shuffles does not grow with the number of dimensions: adding one adds rows inside
 the same stages. docs/views.md has the measured costs behind each choice.
@@ -28,7 +32,7 @@ from views.dimension import Dimension, FunctionView, View
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-STAGES = ("keyed_events", "count_visits", "aggregate")
+STAGES = ("keyed_events", "count_visits", "aggregate", "count_events", "assemble")
 """The stage functions, by name: the fingerprint hashes their live source."""
 
 
@@ -123,17 +127,17 @@ def level_entries(count: int) -> Column:
 def count_visits(
     keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], single_partition: bool = False
 ) -> DataFrame:
-    """Deduplicated page views per (by..., v, key, day, level, visitor), v the dimension's index
-    in ``dimensions`` and level an hour or DAY.
+    """Page views per (by..., v, key, day, level, visitor), v the dimension's index in
+    ``dimensions`` and level an hour or DAY, of events each layer has already deduplicated by the
+    one rule (contract.duplicates: not here, where a re-send whose fields changed would look new).
 
-    The one shuffle of events: they move once, partitioned by visitor. A duplicate is the same
-    event sent again (same event_id, same fields, hence the same visitor, day and keys): dropping
-    duplicates, exploding to one row per dimension and level, and counting per visitor all happen
-    inside the partition. Every visitor's rows stay in one partition, so the per-partition partial
-    counts and sketches of :func:`aggregate` add up exactly. Each visitor counts once at the DAY
-    level however many hours they were active in: that is the day's exact distinct count, without
-    a second pass or a join. The view and the day travel as ints through the two largest hash
-    aggregations, and one generator makes all the rows of an event (docs/views.md has the figures).
+    The one shuffle of events: they move once, partitioned by visitor. Exploding to one row per
+    dimension and level and counting per visitor happen inside the partition. Every visitor's rows
+    stay in one partition, so the per-partition partial counts and sketches of :func:`aggregate`
+    add up exactly. Each visitor counts once at the DAY level however many hours they were active
+    in: that is the day's exact distinct count, without a second pass or a join. The view and the
+    day travel as ints through the two largest hash aggregations, and one generator makes all the
+    rows of an event (docs/views.md has the figures).
 
     With ``single_partition`` the events are gathered into one partition without a shuffle
     (``coalesce(1)``): every visitor is then trivially in one partition, and Spark plans no
@@ -145,7 +149,6 @@ def count_visits(
 
     return (
         (keyed.coalesce(1) if single_partition else keyed.repartition("visitor_id"))
-        .distinct()
         .select(*by, "day", "visitor_id", F.inline(level_entries(len(dimensions))))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))
@@ -157,16 +160,42 @@ def aggregate(visits: DataFrame, dimensions: Sequence[Dimension], by: Sequence[s
 
     Per (view, key, day, level): page views, distinct visitors (rows, each visitor once) and the
     HLL sketch, partially aggregated in each partition (exact: a visitor lives in one partition)
-    before the exchange; then one row per (view, key, day) with the DAY level as the day's totals
-    and the hours as its list, named and formatted as stored only then."""
+    before the exchange; then :func:`assemble`."""
     from pyspark.sql import functions as F
 
-    group = [*by, "v", "key", "day"]
-    levels = visits.groupBy(*group, "level").agg(
+    levels = visits.groupBy(*by, "v", "key", "day", "level").agg(
         F.sum("n").alias("pv"),
         F.count(F.lit(1)).alias("uv"),
         F.hll_sketch_agg("visitor_id", lg_k).alias("sk"),
     )
+    return assemble(levels, dimensions, by)
+
+
+def count_events(
+    keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], lg_k: int, single_partition: bool
+) -> DataFrame:
+    """Per (by..., v, key, day, level): page views and the HLL sketch of the visitors, straight
+    from the keyed events, with no exact visitor count (``uv`` null): for a reader that stores only
+    page views and sketches (the speed layer's realtime views), the per-visitor count and the
+    shuffle by visitor it needs are work nobody reads. The sketch is the same either way: an HLL
+    sketch of a visitor seen twice is the sketch of the visitor seen once."""
+    from pyspark.sql import functions as F
+
+    return (
+        (keyed.coalesce(1) if single_partition else keyed)
+        .select(*by, "day", "visitor_id", F.inline(level_entries(len(dimensions))))
+        .groupBy(*by, "v", "key", "day", "level")
+        .agg(F.count(F.lit(1)).alias("pv"), F.hll_sketch_agg("visitor_id", lg_k).alias("sk"))
+        .select(*by, "v", "key", "day", "level", "pv", F.lit(None).cast("long").alias("uv"), "sk")
+    )
+
+
+def assemble(levels: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+    """One row per (by..., view, key, day) from the (pv, uv, sk) of each level: the DAY level as
+    the day's totals and the hours as its list, named and formatted as stored only then."""
+    from pyspark.sql import functions as F
+
+    group = [*by, "v", "key", "day"]
     is_day = F.col("level") == DAY
 
     def day_total(name: str) -> Column:
@@ -201,12 +230,16 @@ def view_rows(
     lg_k: int,
     by: Sequence[str] = (),
     single_partition: bool = False,
+    exact_visitors: bool = True,
 ) -> DataFrame:
     """View rows of every dimension in ``dimensions`` from ``events`` (contract columns plus the
-    ``by`` columns), grouped by ``by`` too; ``single_partition`` for small inputs (no exchange)."""
+    ``by`` columns), grouped by ``by`` too; ``single_partition`` for small inputs (no exchange);
+    without ``exact_visitors``, ``uv`` is null and no per-visitor count is made (:func:`count_events`)."""
     if not dimensions:
         raise ValueError("view_rows needs at least one dimension")
     keyed = keyed_events(events, dimensions, by, single_partition)
+    if not exact_visitors:
+        return assemble(count_events(keyed, dimensions, by, lg_k, single_partition), dimensions, by)
     visits = count_visits(keyed, dimensions, by, single_partition)
     return aggregate(visits, dimensions, by, lg_k)
 
@@ -217,17 +250,19 @@ def compute(
     lg_k: int,
     by: Sequence[str] = (),
     single_partition: bool = False,
+    exact_visitors: bool = True,
 ) -> DataFrame:
     """View rows of ``views``: every dimension in the shared pass, each function view beside it.
 
     ``single_partition`` computes the dimensions in one task with no exchange (for small inputs);
-    the rows are the same either way."""
+    the rows are the same either way. Without ``exact_visitors`` the dimensions' ``uv`` is null
+    (:func:`count_events`)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
     dimensions = [v for v in views if isinstance(v, Dimension)]
-    frames = [view_rows(events, dimensions, lg_k, by, single_partition)] if dimensions else []
+    frames = [view_rows(events, dimensions, lg_k, by, single_partition, exact_visitors)] if dimensions else []
     columns = [*by, "view", "key", "day", "pv", "uv", "sk", "hours"]
     for v in views:
         if isinstance(v, FunctionView):

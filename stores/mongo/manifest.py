@@ -28,6 +28,7 @@ def segment_document(s: Segment) -> dict[str, Any]:
         "days": s.days,
         "committed_at": s.committed_at,
         "invalid_reasons": s.invalid_reasons,
+        "dedup_window_ms": s.dedup_window_ms,
         "gap": s.gap,
     }
 
@@ -44,6 +45,7 @@ def segment_of(doc: dict[str, Any]) -> Segment:
         days=list(doc["days"]),
         committed_at=doc["committed_at"],
         invalid_reasons=dict(doc.get("invalid_reasons") or {}),
+        dedup_window_ms=doc.get("dedup_window_ms"),
         gap=doc.get("gap"),
     )
 

@@ -132,6 +132,25 @@ class SpeedProcess:
         return str(self.log_path.read_text(errors="replace")[-3000:])
 
 
+REBUILDING = "dedup state not at the micro-batch's start"
+"""What the job logs when it starts rebuilding its dedup state (speed_layer.dedup)."""
+
+
+def kill_while_rebuilding(settings: Settings, speed: SpeedProcess, seed: int, rng: random.Random) -> None:
+    """Kill the (just restarted) job while it rebuilds its dedup state for a micro-batch of fresh
+    events, then start it again."""
+    seen = speed.log_path.read_text(errors="replace").count(REBUILDING)
+    events = produce_in_background(settings, seeds=[seed], per_seed=1_000, pause_s=0.0)
+    deadline = time.monotonic() + 120
+    while speed.log_path.read_text(errors="replace").count(REBUILDING) <= seen:
+        assert time.monotonic() < deadline, speed.tail()
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 0.5))
+    speed.kill()
+    speed.start()
+    events.join(120)
+
+
 @pytest.fixture
 def speed(platform: Settings, tmp_path: Any) -> Iterator[SpeedProcess]:
     process = SpeedProcess(platform, tmp_path / "speed.out")
@@ -224,10 +243,15 @@ def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
     the batch in flight (skipped if Redis has it, counted if not). Each round first gives the
     (re)started job events to commit, then starts a second producer right before the kill, so that
     every kill, not only the first, hits a loaded stream. Every start of the job costs about 20 s
-    of JVM and first micro-batch here, which is what bounds the count."""
+    of JVM and first micro-batch here, which is what bounds the count.
+
+    Every restart rebuilds the dedup state from the log (a fresh JVM holds none); in two rounds the
+    restarted job is killed again while it rebuilds, so the next start rebuilds from scratch."""
     rng = random.Random()
     speed.start()
     for round_ in range(5):
+        if round_ in (1, 3):
+            kill_while_rebuilding(platform, speed, 100 + round_, rng)
         seed = 10 + 3 * round_
         committed = commit_of(platform).batch_id
         to_commit = produce_in_background(platform, seeds=[seed], per_seed=1_000, pause_s=0.0)

@@ -220,3 +220,32 @@ def _few_events() -> list[Any]:
         bounds=TimeBounds(now=NOW),
     )
     return sink.events
+
+
+def test_without_exact_visitors_the_pass_gives_the_same_page_views_and_sketches(
+    spark: Any, events: list[Any]
+) -> None:
+    """What the speed layer runs (its realtime views keep page views and sketches only): no
+    per-visitor count, ``uv`` null, the page views of the exact pass and sketches whose bounds cover
+    its exact visitor counts."""
+    from views.sketches import estimate
+
+    df = _dataframe(spark, events)
+    for single in (True, False):
+        exact = {
+            (r["view"], r["key"], r["day"]): r
+            for r in compute(df, all_views(), 12, single_partition=single).collect()
+        }
+        rows = compute(df, all_views(), 12, single_partition=single, exact_visitors=False).collect()
+        lean = {(r["view"], r["key"], r["day"]): r for r in rows}
+        assert lean.keys() == exact.keys()
+        for k, r in lean.items():
+            other = exact[k]
+            assert r["uv"] is None and r["pv"] == other["pv"]
+            # A sketch of the same visitors (merged in another order: its estimate may differ
+            # within its bounds), which cover the exact count.
+            lean_sketch = estimate([bytes(r["sk"])])
+            assert lean_sketch.lower <= other["uv"] <= lean_sketch.upper
+            assert [(h["hour"], h["pv"]) for h in r["hours"]] == [
+                (h["hour"], h["pv"]) for h in other["hours"]
+            ]

@@ -1,0 +1,147 @@
+"""One micro-batch's Spark work: duplicates marked in the scan, the view rows of every active
+generation, the dead letters and the counts, in one job.
+
+The micro-batch's rows are marked by the dedup (:mod:`speed_layer.dedup`) in the Kafka scan's task;
+an observation on the marked rows counts them (records, invalid, duplicates) and gathers the
+invalid ones for the dead-letter topic as the rows pass; the accepted, counted rows are tagged with
+every active generation whose cut they are at or past and go through the shared pass
+(:func:`views.compute`), whose rows are collected. Nothing is materialised or counted beforehand:
+the size that picks a single-task pass is the micro-batch's offset range.
+
+That is one job for a micro-batch of up to ``speed_single_partition_rows`` records (the shared pass
+in one task). A larger one also runs the jobs that build the broadcast tables of
+``once_per_value`` dimensions (views.shared_pass), which would read the scan again: its marked rows
+are materialised first (``localCheckpoint``, a job of their own), so that the scan, the contract and
+the dedup run once. (Were the scan read twice, the dedup would answer the second reading with the
+verdicts of the first: a range's verdicts are kept.)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from contract.codec import reason_field
+from contract.spark_schema import INVALID_COLUMN
+from generations.model import Offsets
+from ingest.producer import dlq_key
+from speed_layer.dedup import DUPLICATE_COLUMN
+from speed_layer.progress import BatchReport
+from speed_layer.stream import at_or_past
+from views import compute
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from speed_layer.job import SpeedJob
+
+log = logging.getLogger(__name__)
+
+DLQ_SOURCE = "speed-layer"
+
+
+class MicroBatch:
+    """The Spark side of one micro-batch: :meth:`rows_for` is the committer's ``rows_for``."""
+
+    def __init__(
+        self, job: SpeedJob, df: DataFrame, starts: Offsets, ends: Offsets, report: BatchReport
+    ) -> None:
+        self.job = job
+        self.starts = starts
+        self.ends = ends
+        self.report = report
+        self.marked, self.marker = job.dedup.mark(df, starts, ends)
+        self.records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
+        self._dead_lettered = False
+        self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
+
+    def rows_for(self, active: dict[int, Offsets]) -> list[Any]:
+        """The view rows for the ``active`` generations (one Spark job, run again only for another
+        set); the first run also fills the report and sends the dead letters (before the commit: a
+        crash in between sends them again, under the same keys, rather than losing them)."""
+        if self._rows is None or self._rows[0] != active:
+            self._rows = (dict(active), self._compute(active))
+        return self._rows[1]
+
+    def _compute(self, active: dict[int, Offsets]) -> list[Any]:
+        t0 = time.monotonic()
+        rebuilt = len(self.job.dedup.rebuild_seconds)
+        rows, metrics = self.job.dedup.run(self.marker, self.starts, self.ends, lambda: self._job(active))
+        rebuilds = self.job.dedup.rebuild_seconds[rebuilt:]
+        if rebuilds:
+            self.report.phases["dedup rebuild"] = sum(rebuilds)
+        self.report.phases["views"] = self.report.phases.get("views", 0.0) + (
+            time.monotonic() - t0 - sum(rebuilds)
+        )
+        self.report.rows = int(metrics["rows"])
+        self.report.invalid = int(metrics["invalid"])
+        self.report.duplicates = int(metrics["duplicates"])
+        if not self._dead_lettered:
+            self._dead_letter(metrics["dead"])
+            self._dead_lettered = True
+        return rows
+
+    def _job(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any]]:
+        """The job itself, built anew for each run (a plan that failed keeps its failed broadcast):
+        the view rows and the observed metrics."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        settings = self.job.settings
+        invalid = F.col(INVALID_COLUMN).isNotNull()
+        observation = Observation()
+        observed = self.marked.observe(
+            observation,
+            F.count(F.lit(1)).alias("rows"),
+            F.count(INVALID_COLUMN).alias("invalid"),
+            F.count_if(F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))).alias("duplicates"),
+            # JSON text: an observation hands a list of structs back as a JVM object.
+            F.collect_list(
+                F.when(
+                    invalid,
+                    F.to_json(
+                        F.struct(
+                            F.base64("_raw").alias("raw"),
+                            F.col(INVALID_COLUMN).alias("reason"),
+                            F.col("kafka_partition").alias("partition"),
+                            F.col("kafka_offset").alias("offset"),
+                        )
+                    ),
+                )
+            ).alias("dead"),
+        )
+        single = self.records <= settings.speed_single_partition_rows
+        if not single:
+            # The broadcast tables of once_per_value dimensions would read the scan again.
+            observed = observed.localCheckpoint(eager=True)
+        try:
+            counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
+            tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
+            tagged = counted.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
+            # The realtime views keep page views and sketches: no exact visitor count (sink).
+            view_rows = compute(
+                tagged, self.job.views, settings.hll_lg_k, ["gen"], single, exact_visitors=False
+            )
+            return view_rows.collect(), observation.get
+        finally:
+            if not single:
+                observed.unpersist()
+
+    def _dead_letter(self, dead: Any) -> None:
+        """Send the invalid records (JSON text each, ``dead``: a list or the JVM's sequence)."""
+        t0 = time.monotonic()
+        topic = self.job.settings.events_topic
+        reasons = self.report.invalid_reasons
+        texts = list(dead) if isinstance(dead, list) else [dead.apply(i) for i in range(dead.size())]
+        for text in texts:
+            r = json.loads(text)
+            reason = r["reason"]
+            reasons[reason_field(reason)] = reasons.get(reason_field(reason), 0) + 1
+            key = dlq_key(DLQ_SOURCE, topic, r["partition"], r["offset"])
+            self.job.dlq.dead_letter(base64.b64decode(r["raw"]), reason, DLQ_SOURCE, key)
+        if texts:
+            self.job.dlq.flush()
+            self.report.phases["dead letters"] = time.monotonic() - t0
