@@ -11,6 +11,7 @@ tests/unit/api/test_render.py, so the two cannot drift.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -35,7 +36,7 @@ class JsonBytes(Response):
         return content if isinstance(content, bytes) else orjson.dumps(content, option=JSON_OPTIONS)
 
 
-def _meta(c: Coverage) -> dict[str, Any]:
+def _meta(c: Coverage, start: datetime) -> dict[str, Any]:
     return {
         "partial": c.partial,
         "missing": list(c.missing),
@@ -44,6 +45,7 @@ def _meta(c: Coverage) -> dict[str, Any]:
             "batch_offsets": c.batch_offsets,
             "batch_as_of": c.batch_as_of,
             "realtime_offsets": c.realtime_offsets,
+            "lost_to_retention": c.lost_for(start),
         },
     }
 
@@ -68,7 +70,7 @@ def pageviews(a: PageviewsAnswer) -> dict[str, Any]:
         **_series_head(a),
         "series": [{"start": p.start, "pageviews": p.pageviews} for p in a.series],
         "total": a.total,
-        **_meta(a.coverage),
+        **_meta(a.coverage, a.query.start),
     }
 
 
@@ -77,7 +79,7 @@ def unique_visitors(a: UniqueVisitorsAnswer) -> dict[str, Any]:
         **_series_head(a),
         "series": [{"start": start, **_distinct(d)} for start, d in a.series],
         "total": _distinct(a.total),
-        **_meta(a.coverage),
+        **_meta(a.coverage, a.query.start),
     }
 
 
@@ -88,7 +90,7 @@ def top(a: TopAnswer) -> dict[str, Any]:
         "limit": a.query.limit,
         "site": a.query.site,
         "urls": [{"rank": i, "url": k, "pageviews": v} for i, (k, v) in enumerate(a.entries, 1)],
-        **_meta(a.coverage),
+        **_meta(a.coverage, a.query.start),
     }
 
 
@@ -109,7 +111,7 @@ def timeseries(a: SeriesAnswer, site: str | None, value: str) -> dict[str, Any]:
             {"start": p.start, "pageviews": p.pageviews, "visitors": _distinct(p.visitors)} for p in a.series
         ],
         "total": {"pageviews": a.pageviews, "visitors": _distinct(a.visitors)},
-        **_meta(a.coverage),
+        **_meta(a.coverage, a.query.start),
     }
 
 
@@ -126,7 +128,7 @@ def breakdown(a: TopAnswer, per_site: bool) -> dict[str, Any]:
             for i, ((k, v), d) in enumerate(zip(a.entries, visitors, strict=True), 1)
         ],
         "totals": {"pageviews": a.total_pageviews, "visitors": _maybe_distinct(a.total_visitors)},
-        **_meta(a.coverage),
+        **_meta(a.coverage, a.query.start),
     }
 
 

@@ -32,6 +32,16 @@ def _examples(*examples: dict[str, Any]) -> ConfigDict:
     return ConfigDict(populate_by_name=True, json_schema_extra={"examples": list(examples)})
 
 
+class LostRange(BaseModel):
+    offsets: dict[str, list[int]] = Field(description="Kafka partition -> [from, to) offsets lost.")
+    accepted_by: str | None
+    accepted_at: datetime | None
+    events_before: datetime | None = Field(
+        description="Every lost event lies before this (its append time bounds it, plus the contract's "
+        "future margin)."
+    )
+
+
 class Covers(BaseModel):
     """Which events the answer includes: every event of the log below ``batch_offsets`` (the served
     generation's cut, taken at ``batch_as_of``) and every event below ``realtime_offsets`` (the
@@ -44,6 +54,12 @@ class Covers(BaseModel):
     batch_as_of: datetime = Field(description="When the generation's cut was taken.")
     realtime_offsets: dict[str, int] | None = Field(
         description="Kafka partition -> end offset the realtime views include; null if missing."
+    )
+    lost_to_retention: list[LostRange] = Field(
+        default_factory=list,
+        description="Offsets of the log that retention deleted before the batch layer absorbed them "
+        "(accepted with `python -m batch_layer accept-gap`) and whose events this answer may lack: "
+        "listed when the range starts before their `events_before`.",
     )
 
 

@@ -249,6 +249,7 @@ class BatchJob:
             "documents_written": summary.documents_written,
             "view_days_recomputed": summary.view_days_recomputed,
             "retention": summary.retention,
+            "lost_to_retention": self.master.lost_to_retention(),
         }
         held.check("publish")
         self.registry.publish(gen, lambda: faults.checkpoint(s, "switching"))

@@ -33,12 +33,13 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from batch_layer.segment import Segment, invalid_reasons_total, segments_end
 from config.settings import Settings
 from config.spark import hadoop_path
+from contract import utc
 from contract.codec import bounds_from, reason_field
 from contract.duplicates import GAP_COLUMN, is_duplicate, previous_gap
 from contract.events import PageView
@@ -299,6 +300,27 @@ class MasterDataset:
 
     def gaps(self) -> list[Segment]:
         return [s for s in self.segments() if s.gap is not None]
+
+    def lost_to_retention(self) -> list[dict[str, Any]]:
+        """The accepted gaps as a generation records them for the answers: the lost offsets, who
+        accepted them and when, and ``events_before``: the lost records were appended before the
+        first one that survives, so their events lie before that plus the contract's future margin
+        (the accepting moment stands in for a partition where nothing survived)."""
+        margin = timedelta(seconds=self.settings.max_future_seconds)
+        lost = []
+        for gap in self.gaps():
+            assert gap.gap is not None
+            survive = [utc.as_utc(t) for t in (gap.gap.get("records_survive_from") or {}).values()]
+            appended_before = max([t for t in survive if t is not None], default=utc.as_utc(gap.committed_at))
+            lost.append(
+                {
+                    "offsets": {str(p): [a, b] for p, (a, b) in gap.ranges.items()},
+                    "accepted_by": gap.gap.get("accepted_by"),
+                    "accepted_at": gap.committed_at,
+                    "events_before": appended_before + margin,
+                }
+            )
+        return lost
 
     def commit(self, segment: Segment) -> None:
         """Make a written segment part of the master dataset (one document insert: atomic)."""

@@ -147,11 +147,6 @@ class Settings(BaseSettings):
     speed_checkpoint_path: str | None = Field(
         None, description="Streaming checkpoint: a local path or Hadoop-compatible URI (default var/speed)."
     )
-    realtime_ttl_s: int = Field(
-        7 * 24 * 3600,
-        ge=60,
-        description="Safety net: realtime keys expire this long after their last write.",
-    )
 
     batch_lease_s: float = Field(
         120.0,

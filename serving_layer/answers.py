@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from contract import utc
 from serving_layer.model import GenerationInfo, Offsets, SpeedCommit
 from serving_layer.queries import SeriesQuery, TopQuery
 
@@ -21,6 +23,29 @@ class Coverage:
     realtime_offsets: Offsets | None
     partial: bool
     missing: tuple[str, ...]
+    lost_to_retention: tuple[dict[str, Any], ...] = ()
+    """Offsets of the log deleted by retention before the batch layer absorbed them, accepted by an
+    operator (``python -m batch_layer accept-gap``), each with ``events_before``: no event of a
+    range that starts at or after it can be among them (the generation's stats)."""
+
+    def lost_for(self, start: datetime) -> list[dict[str, Any]]:
+        """The accepted gaps an answer from ``start`` on may lack events of."""
+        return [g for g in self.lost_to_retention if g["events_before"] is None or start < g["events_before"]]
+
+
+def lost_of(gen: GenerationInfo) -> tuple[dict[str, Any], ...]:
+    """A generation's accepted gaps, as its batch run recorded them (times in UTC, however the
+    document store hands them back)."""
+    return tuple(
+        {**gap, "accepted_at": _utc(gap.get("accepted_at")), "events_before": _utc(gap["events_before"])}
+        for gap in gen.stats.get("lost_to_retention") or ()
+    )
+
+
+def _utc(value: Any) -> datetime | None:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return utc.as_utc(value) if isinstance(value, datetime) else None
 
 
 @dataclass(frozen=True, slots=True)

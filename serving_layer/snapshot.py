@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from serving_layer.answers import Coverage
+from serving_layer.answers import Coverage, lost_of
 from serving_layer.consistency import pending
 from serving_layer.model import (
     ConsistencyTimeout,
@@ -90,11 +90,13 @@ class Snapshots:
         if rt is not None and rt.served is not None:
             gen = await self.batch.generation(rt.served.gen)
             self.on_generation(gen)
-            coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, ())
+            coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, (), lost_of(gen))
             return Snapshot(gen, rt.hashes, rt.ranks, coverage, rt.views)
         # Redis is down or has lost its data: the durable registry names the served generation.
         served = await self.batch.served_generation()
         if served is None:
             raise NothingServed("no generation has been published yet")
-        coverage = Coverage(served.gen, served.cut, served.started_at, None, True, (REALTIME,))
+        coverage = Coverage(
+            served.gen, served.cut, served.started_at, None, True, (REALTIME,), lost_of(served)
+        )
         return Snapshot(served, [{} for _ in hashes], [[] for _ in ranks], coverage)

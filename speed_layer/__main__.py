@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from speed_layer.job import SpeedJob
     from speed_layer.progress import print_progress
     from speed_layer.rebuild import rebuild
+    from stack.waiting import wait_for_services
 
     try:
         if args.command == "rebuild":
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             rebuild(settings)
             return 0
+        # A start while Kafka, MongoDB or Redis is down waits for them, as the running job does.
+        wait_for_services(settings, job="the speed layer")
         SpeedJob(settings).run(available_now=args.until_caught_up, on_progress=print_progress)
         return 0
     except RealtimeStateLost as exc:

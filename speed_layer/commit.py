@@ -89,13 +89,11 @@ class Committer:
         client: redis.Redis,
         registry: GenerationRegistry,
         view_marks: list[str],
-        ttl_s: int,
         lag: Callable[[], dict[int, int]],
     ) -> None:
         self.redis = client
         self.registry = registry
         self.view_marks = view_marks
-        self.ttl_s = ttl_s
         self.lag = lag
 
     def commit(
@@ -146,7 +144,7 @@ class Committer:
                 pending.rows = pending.rows_for(active)
                 pending.computed_for = active
             t0 = time.monotonic()
-            sink = RedisRealtimeSink(self.redis, self.ttl_s)
+            sink = RedisRealtimeSink(self.redis)
             for row in pending.rows:
                 sink.add(row["gen"], row["view"], row)
             sink.prepare()
@@ -176,7 +174,7 @@ class Committer:
         key = keys.realtime_views_key(gen)
         pipe.delete(key)
         pipe.sadd(key, keys.VIEWS_SENTINEL, *marks)
-        pipe.expire(key, self.ttl_s)
+        pipe.sadd(keys.REALTIME_GENS, gen)  # so that the generation's teardown finds this key too
 
 
 def redis_call(fn: Callable[[], T]) -> T:

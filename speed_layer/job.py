@@ -84,9 +84,7 @@ class SpeedJob:
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
-        self.committer = Committer(
-            self.redis, self.registry, self.view_marks, settings.realtime_ttl_s, lambda: self._lag
-        )
+        self.committer = Committer(self.redis, self.registry, self.view_marks, lambda: self._lag)
 
     def close(self) -> None:
         self.dlq.flush()

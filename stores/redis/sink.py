@@ -34,11 +34,12 @@ class _Pending:
 
 class RedisRealtimeSink:
     """Accumulates one micro-batch's realtime writes; flushed inside the commit transaction.
-    Realtime keys expire ``ttl_s`` after their last write."""
+    Realtime keys never expire by time: they live as long as their generation is served or being
+    built, and go when it is retired (stores.redis.teardown). Had they a TTL, a batch layer stalled
+    for longer would silently lose the counts past its cut."""
 
-    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+    def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self.ttl_s = ttl_s
         self._pending: dict[str, _Pending] = defaultdict(_Pending)
         self._ranks: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._gens: set[int] = set()
@@ -81,11 +82,9 @@ class RedisRealtimeSink:
                     for f, parts in p.sketches.items()
                 },
             )
-            pipe.expire(key, self.ttl_s)
         for rank_key, counts in self._ranks.items():
             for member, n in counts.items():
                 pipe.zincrby(rank_key, n, member)
-            pipe.expire(rank_key, self.ttl_s)
         if self._gens:
             pipe.sadd(keys.REALTIME_GENS, *sorted(self._gens))
         return len(self._pending)

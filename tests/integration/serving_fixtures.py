@@ -52,8 +52,6 @@ from tests.integration.test_ingest_kafka import consume_all
 from tests.serving_support import GenerationViews, Logged, ServingBackend, generation_views
 
 WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))
-REALTIME_TTL_S = 7 * 86400
-"""How long the suite's realtime keys live (the speed layer's own TTL is a setting)."""
 
 
 def read_log(settings: Settings) -> list[Logged]:
@@ -202,7 +200,7 @@ class StoreBackend(ServingBackend):
     def _write_realtime(self, v: GenerationViews) -> None:
         """Through the speed layer's sink, flushed in the transaction that commits."""
         gen = v.info.gen
-        sink = RedisRealtimeSink(self.redis, REALTIME_TTL_S)
+        sink = RedisRealtimeSink(self.redis)
         for row in v.realtime_rows:
             sink.add(gen, row["view"], row)
         sink.prepare()

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -311,6 +312,38 @@ def test_records_deleted_before_absorption_stop_the_batch_layer_until_the_gap_is
     assert_matches_oracle(
         served_documents(platform), recount(r.event for r in first_copies(survivors) if r.event)
     )
+
+    # The answers that may lack events of the gap say so; one that starts after them does not.
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    [recorded] = job.registry.served().stats["lost_to_retention"]
+    events_before = utc.as_utc(recorded["events_before"])
+    day = utc.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    later = events_before.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    with TestClient(create_app(platform)) as api:
+        site = {"site": "shop.example.com", "granularity": "day"}
+        covering = api.get(
+            "/v1/pageviews",
+            params={
+                **site,
+                "from": (day - timedelta(days=6)).isoformat(),
+                "to": (day + timedelta(days=1)).isoformat(),
+            },
+        ).json()
+        assert [g["offsets"] for g in covering["covers"]["lost_to_retention"]] == [
+            {"0": [absorbed[0], ends[0]]}
+        ]
+        after = api.get(
+            "/v1/pageviews",
+            params={
+                "site": "shop.example.com",
+                "from": later.isoformat(),
+                "to": (later + timedelta(hours=1)).isoformat(),
+            },
+        ).json()
+        assert after["covers"]["lost_to_retention"] == [], after
 
 
 def test_retiring_a_generation_deletes_its_collections_and_realtime_keys(

@@ -125,7 +125,7 @@ def registry(stack: Settings, r: redis.Redis, log_end: LogEnd) -> Iterator[Gener
 
 @pytest.fixture
 def committer(r: redis.Redis, registry: GenerationRegistry) -> Committer:
-    return Committer(r, registry, MARKS, 3600, lambda: LAG)
+    return Committer(r, registry, MARKS, lambda: LAG)
 
 
 def pv(r: redis.Redis, gen: int, key: str, hour: int | None = None) -> int:
@@ -170,6 +170,9 @@ def test_a_batch_commits_once_and_a_replay_counts_nothing_twice(r: redis.Redis, 
     assert r.smembers(keys.REALTIME_GENS) == {b"0"}
     assert {m.decode() for m in r.smembers(keys.realtime_views_key(0))} == {keys.VIEWS_SENTINEL, *MARKS}
     assert stored_commit(r) == SpeedCommit(0, ends0)
+    # No realtime key expires by time: they go with their generation's retirement.
+    realtime = list(r.scan_iter(match=keys.realtime_pattern(0)))
+    assert realtime and {r.ttl(k) for k in realtime} == {-1}
     first = stats(r)
     assert (first["batch_id"], first["rows"], first["generations"], first["lag"]) == (
         0,
@@ -262,7 +265,8 @@ def test_a_generation_opened_mid_batch_makes_the_commit_recompute_for_the_new_se
     # no realtime values yet.
     assert {m.decode() for m in r.smembers(keys.realtime_views_key(1))} == {keys.VIEWS_SENTINEL, *MARKS}
     assert set(r.scan_iter(match=keys.realtime_pattern(1))) == {keys.realtime_views_key(1).encode()}
-    assert r.smembers(keys.REALTIME_GENS) == {b"0"}
+    # Listed for teardown already: nothing expires by time, so its views key must go with it.
+    assert r.smembers(keys.REALTIME_GENS) == {b"0", b"1"}
 
     # The next batch counts into both: generation 1 from its cut on.
     events2 = batch(0, 4, ("/a", "v1"), ("/d", "v7")) + batch(1, 2, ("/a", "v8"))
