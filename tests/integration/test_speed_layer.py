@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -247,7 +248,9 @@ def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
 
     Every restart rebuilds the dedup state from the log (a fresh JVM holds none); in two rounds the
     restarted job is killed again while it rebuilds, so the next start rebuilds from scratch."""
-    rng = random.Random()
+    seed_of_run = random.SystemRandom().randrange(2**31)
+    rng = random.Random(seed_of_run)
+    kills: list[str] = []
     speed.start()
     for round_ in range(5):
         if round_ in (1, 3):
@@ -260,16 +263,55 @@ def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
             assert time.monotonic() < deadline, speed.tail()
             time.sleep(0.2)
         flowing = produce_in_background(platform, seeds=[seed + 1, seed + 2], per_seed=1_500, pause_s=0.5)
-        time.sleep(rng.uniform(0.0, 1.5))
+        if round_ == 0:
+            # This kill hits a micro-batch Spark has planned (its offsets are in the checkpoint) and
+            # Redis has not committed: the restart must replay it.
+            in_flight = wait_for_uncommitted_batch(platform, speed)
+        else:
+            time.sleep(rng.uniform(0.0, 1.5))
         speed.kill()
+        kills.append(f"round {round_}: {kill_moment(platform)}")
+        if round_ == 0:  # killed before Redis had it: only a replay of it can make the counts right
+            assert commit_of(platform).batch_id < in_flight, kills
         speed.start()
         to_commit.join(120)
         flowing.join(120)
     wait_caught_up(platform)
     assert speed.stop() == 0, speed.tail()
+    happened = f"seed {seed_of_run}; kills: " + "; ".join(kills)
+    print(happened)
 
     log = read_log(platform.kafka_bootstrap, platform.events_topic)
-    assert_realtime_matches(realtime_documents(platform, 0), recount_past(log, {}))
+    try:
+        assert_realtime_matches(realtime_documents(platform, 0), recount_past(log, {}))
+    except AssertionError as exc:
+        raise AssertionError(f"{happened}\n{exc}") from exc
+
+
+def _batch_ids(platform: Settings, folder: str) -> list[int]:
+    root = Path(platform.speed_checkpoint_uri.removeprefix("file://")) / folder
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.is_dir() else []
+
+
+def kill_moment(platform: Settings) -> str:
+    """What the checkpoint and Redis hold at a kill: the last micro-batch Spark planned, the last
+    it finished, and the last Redis committed."""
+    planned, finished = _batch_ids(platform, "offsets"), _batch_ids(platform, "commits")
+    return (
+        f"batch {planned[-1] if planned else None} planned, {finished[-1] if finished else None} "
+        f"finished in Spark, {commit_of(platform).batch_id} committed in Redis"
+    )
+
+
+def wait_for_uncommitted_batch(platform: Settings, speed: SpeedProcess, timeout: float = 120.0) -> int:
+    """Until Spark has planned a micro-batch that Redis has not committed; its id."""
+    deadline = time.monotonic() + timeout
+    while True:
+        planned = _batch_ids(platform, "offsets")
+        if planned and planned[-1] > commit_of(platform).batch_id:
+            return planned[-1]
+        assert time.monotonic() < deadline, speed.tail()
+        time.sleep(0.01)
 
 
 def test_a_redis_restart_and_a_broker_kill_9_mid_run_lose_nothing(
