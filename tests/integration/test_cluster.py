@@ -84,8 +84,13 @@ def executor_logs(settings: Settings, worker: int) -> list[Path]:
 
 def tasks_ran_on(settings: Settings, worker: int, since: set[Path]) -> bool:
     """Did an executor on this worker, launched after ``since`` was taken, run a task?"""
-    return any(
-        "Running task" in path.read_text(errors="replace")
+    return task_lines(settings, worker, since) > 0
+
+
+def task_lines(settings: Settings, worker: int, since: set[Path]) -> int:
+    """Tasks the executors this worker launched after ``since`` was taken have started so far."""
+    return sum(
+        path.read_text(errors="replace").count("Running task")
         for path in executor_logs(settings, worker)
         if path not in since
     )
@@ -128,9 +133,13 @@ def test_batch_and_speed_on_the_cluster_stay_exact_when_a_worker_dies(
         try:
             producer = produce_in_background(platform, seeds=[42, 43], per_seed=600, pause_s=1.0)
             _wait_for_progress(platform, speed)
-            victim = SparkWorker(platform, 0)
-            pid = control._owned_pid(victim)
-            assert pid is not None, "worker 1 is not running"
+            # Kill a worker whose executor has been running the speed layer's tasks.
+            working = [w for w in range(2) if tasks_ran_on(platform, w, before_speed)]
+            assert working, "no executor ran a task of the speed layer"
+            killed, survivor = working[0], 1 - working[0]
+            survivor_tasks = task_lines(platform, survivor, before_speed)
+            pid = control._owned_pid(SparkWorker(platform, killed))
+            assert pid is not None, f"worker {killed + 1} is not running"
             os.killpg(pid, signal.SIGKILL)  # the worker and the executors it launched
             producer.join(120)
             produce(platform, live(seed=45, total=400))
@@ -143,7 +152,8 @@ def test_batch_and_speed_on_the_cluster_stay_exact_when_a_worker_dies(
                 speed.proc.wait(30)
 
         # After the loss the work continued on the surviving worker.
-        assert tasks_ran_on(platform, 1, before_speed), "the surviving worker ran no speed-layer task"
+        after = task_lines(platform, survivor, before_speed)
+        assert after > survivor_tasks, f"worker {survivor + 1} ran no speed-layer task after the loss"
 
         log = read_log(platform.kafka_bootstrap, platform.events_topic)
         assert_merged_matches(platform, recount(r.event for r in first_copies(log) if r.event))
