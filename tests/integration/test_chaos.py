@@ -29,7 +29,7 @@ def test_fifteen_faults_with_traffic_flowing_leave_every_view_exact(
             report = chaos.run(
                 settings,
                 faults=15,
-                seconds=120.0,
+                seconds=90.0,
                 rate=200,
                 batch_every_s=25.0,
                 seed=seed,
@@ -39,7 +39,7 @@ def test_fifteen_faults_with_traffic_flowing_leave_every_view_exact(
             chaos.stop_speed(settings)
             control.up(stack)  # whatever a late fault left down, for the tests that follow
         happened = f"seed {seed}: " + "; ".join(f"{f.kind} at {f.at_s} s ({f.detail})" for f in report.faults)
-        assert len(report.faults) == 15 and report.events_sent > 120 * 200 / 2, happened
+        assert len(report.faults) == 15 and report.events_sent > 90 * 200 / 2, happened
         assert report.batch_exit_codes[-1] == 0, happened  # the last scheduled run recovered everything
         kills = [f for f in report.faults if f.kind == "speed" and f.detail.startswith("speed layer pid")]
         assert report.speed_restarts >= len(kills), happened  # the keeper brought it back each time
