@@ -41,8 +41,11 @@ def test_fifteen_faults_with_traffic_flowing_leave_every_view_exact(
         happened = f"seed {seed}: " + "; ".join(f"{f.kind} at {f.at_s} s ({f.detail})" for f in report.faults)
         assert len(report.faults) == 15 and report.events_sent > 90 * 200 / 2, happened
         assert report.batch_exit_codes[-1] == 0, happened  # the last scheduled run recovered everything
-        kills = [f for f in report.faults if f.kind == "speed" and f.detail.startswith("speed layer pid")]
-        assert report.speed_restarts >= len(kills), happened  # the keeper brought it back each time
+        # Two kills at nearly the same moment can hit the same process: count the processes killed.
+        killed = {
+            f.detail for f in report.faults if f.kind == "speed" and f.detail.startswith("speed layer pid")
+        }
+        assert report.speed_restarts >= len(killed), happened  # the keeper brought it back each time
         try:
             assert_merged_matches(settings, chaos.recount_log(settings))
         except AssertionError as exc:

@@ -177,12 +177,19 @@ def test_answers_stay_exact_while_a_batch_run_switches_generations(
             speed = threading.Thread(target=speed_layer)
             batch = threading.Thread(target=lambda: runs.append(job.run()))
             answers: list[tuple[int, tuple[int, ...]]] = []
+            partial = 0
             with TestClient(create_app(settings)) as api:
                 speed.start()
                 batch.start()
                 params = {"site": site, "from": start.isoformat(), "to": end.isoformat()}
                 while speed.is_alive() or batch.is_alive() or len(answers) < 5:
                     body = api.get("/v1/pageviews", params=params).json()
+                    if body["partial"]:
+                        # Redis did not answer within its timeout (a loaded machine): a batch-only
+                        # answer, flagged as such, is not a committed state and is left out below.
+                        assert body["missing"] == ["realtime"], body
+                        partial += 1
+                        continue
                     answers.append(
                         (body["covers"]["generation"], tuple(p["pageviews"] for p in body["series"]))
                     )
@@ -193,6 +200,7 @@ def test_answers_stay_exact_while_a_batch_run_switches_generations(
             job.close()
 
     assert runs and runs[0].gen == gen1.gen + 1
+    assert partial <= len(answers), f"{partial} partial answers against {len(answers)} whole ones"
     assert {g for g, _ in answers} == {gen1.gen, gen1.gen + 1}, "the hammering must span the switch"
     for gen, series in answers:
         assert series in valid, f"generation {gen}: an answer that no committed state gives"
