@@ -61,6 +61,7 @@ class MicroBatch:
         self.records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
         self._dead_lettered = False
         self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
+        self._materialised: list[DataFrame] = []
         self.watermark_ms = job.visit_watermark_ms()
         """The visit state's watermark before this micro-batch (speed_layer.visits.Horizon)."""
 
@@ -135,7 +136,9 @@ class MicroBatch:
         if not single or visits:
             # The broadcast tables of once_per_value dimensions, and the visit state's read of the
             # visitor-days the batch touches, would read the scan again.
+            t0 = time.monotonic()
             observed = observed.localCheckpoint(eager=True)
+            self.report.phases["read"] = self.report.phases.get("read", 0.0) + time.monotonic() - t0
         try:
             counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
             tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
@@ -145,6 +148,8 @@ class MicroBatch:
         finally:
             if not single or visits:
                 observed.unpersist()
+            while self._materialised:
+                self._materialised.pop().unpersist()
 
     def _view_rows(self, tagged: DataFrame, active: dict[int, Offsets], single: bool) -> DataFrame:
         """The realtime view rows of the tagged events (page views and sketches, no exact visitor
@@ -158,7 +163,10 @@ class MicroBatch:
         deltas, extra = None, None
         if sessions.counts_visits(dims):
             horizon = Horizon(self.watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
-            deltas, extra = visit_rows(keyed, dims, active, horizon, settings.redis_url)
+            t0 = time.monotonic()
+            deltas, extra, visits = visit_rows(keyed, dims, active, horizon, settings.redis_url, single)
+            self._materialised.append(visits)
+            self.report.phases["visits"] = self.report.phases.get("visits", 0.0) + time.monotonic() - t0
         levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
         rows = assemble(levels, dims, ["gen"])
         if self.job.function_views:

@@ -170,15 +170,21 @@ def visit_rows(
     active: dict[int, Offsets],
     horizon: Horizon,
     redis_url: str,
-) -> tuple[DataFrame, DataFrame]:
-    """(delta rows, state and flag rows) of a micro-batch's keyed page views
+    single_partition: bool = False,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(delta rows, state and flag rows, the materialised visits to unpersist after the job) of
+    a micro-batch's keyed page views
     (views.shared_pass.keyed_events grouped by ``_tags``, the generations each view is at or past
     the cut of, and ``kafka_partition``).
 
     The delta rows are views.sessions.visit_entries' rows per ``gen`` (to be summed with the page
     views: views.shared_pass.count_events); the others are (gen, view, key, day, aux) rows of
-    :data:`STATE_VIEW` and :data:`FLAG_VIEW`."""
+    :data:`STATE_VIEW` and :data:`FLAG_VIEW`. With ``single_partition`` (a small micro-batch)
+    everything runs in one task with no exchange, as the page views do (views.shared_pass)."""
     from pyspark.sql import functions as F
+
+    if single_partition:
+        keyed = keyed.coalesce(1)
 
     gens = sorted(active)
     gap_s = horizon.gap_s
@@ -205,7 +211,15 @@ def visit_rows(
     ).withColumn("day", F.to_date("day"))
     state = state.select("*", F.explode(F.array(*[F.lit(g) for g in (-1, *gens)])).alias("variant"))
     rows = events.drop("_tags").unionByName(state)
-    lead = sessions.sessionised(rows, ["variant"], gap_s).where(F.col(f"{sessions.VISIT}.lead"))
+    if single_partition:
+        rows = rows.coalesce(1)  # a union of two single partitions has two
+    # Materialised once (a job of its own): the deltas, the new state and the flags all read it,
+    # and Spark would otherwise sessionise, and read the state, once for each.
+    lead = (
+        sessions.sessionised(rows, ["variant"], gap_s)
+        .where(F.col(f"{sessions.VISIT}.lead"))
+        .localCheckpoint(eager=True)
+    )
 
     every = F.col("variant") == -1
     gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))
@@ -243,7 +257,7 @@ def visit_rows(
             F.lit(None).cast("string").alias("aux"),
         )
     )
-    return deltas, new_state.unionByName(flags)
+    return deltas, new_state.unionByName(flags), lead
 
 
 @dataclass
