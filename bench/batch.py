@@ -211,7 +211,7 @@ def floor_seconds(spark: Any, events: Any, lg_k: int) -> float:
         events.select(*input_columns(dimensions, spark)).dropDuplicates(["event_id"]), dimensions, []
     )
     levels = (
-        keyed.select("day", "visitor_id", F.inline(level_entries(len(dimensions))))
+        keyed.select("day", "visitor_id", F.inline(level_entries(dimensions)))
         .groupBy("v", "key", "day", "level", "visitor_id")
         .agg(F.count(F.lit(1)).alias("n"))
         .groupBy("v", "key", "day", "level")

@@ -139,6 +139,25 @@ class Settings(BaseSettings):
         description="Micro-batches of up to this many rows compute their views in one task, with no "
         "shuffle (a shuffle costs a fixed part of a second; past ~50K rows two cores win).",
     )
+    session_gap_s: int = Field(
+        1800,
+        ge=1,
+        le=86400,
+        description=(
+            "A visit ends after this much event time without a page view (Plausible and Google "
+            "Analytics use 30 min)."
+        ),
+    )
+    visit_lateness_s: int = Field(
+        43200,
+        ge=0,
+        description=(
+            "The speed layer keeps each open visit until this much log-append time after its last view "
+            "(plus the session gap): a page view arriving later than this behind the newest record may "
+            "belong to a visit it no longer holds, and its buckets are flagged not exact until the next "
+            "batch run."
+        ),
+    )
     speed_dedup_window_s: int = Field(
         600,
         ge=1,

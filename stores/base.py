@@ -74,6 +74,11 @@ class BatchDoc:
     h_pv: list[int]
     h_uv: list[int]
     h_sk: list[bytes | None] | None
+    visits: tuple[int, int, int, int] | None = None
+    """The day's visits, bounces, total duration (ms) and views in visits (views.sessions); None for
+    a view that counts no visits."""
+    h_visits: list[tuple[int, int, int, int]] | None = None
+    """The same per hour 0-23."""
     _unions: dict[tuple[int, ...], bytes | None] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )

@@ -10,9 +10,13 @@ one view whose keys of that site share a prefix, and a site (a host with an opti
 contains ``|``. The cross-site dimensions (``page``, keyed by the URL, and ``site`` itself) store
 the value alone.
 
-A :class:`FunctionView` is the way out for views that are not a key per event (sessions,
-funnels): a function from events to view rows (:mod:`views.rows`). It runs beside the shared
-pass, so it costs its own shuffles; the shipped views are all dimensions.
+A dimension may also count **visits** (:mod:`views.sessions`): a visit is credited to the key
+of its first view (``visits=True``), or, for the entry and exit pages, the view is keyed by a
+visit's first or last view and counts visits only (``per_visit``).
+
+A :class:`FunctionView` is the way out for views that are not a key per event (funnels): a
+function from events to view rows (:mod:`views.rows`). It runs beside the shared pass, so it costs
+its own shuffles; the shipped views are all dimensions.
 """
 
 from __future__ import annotations
@@ -59,6 +63,20 @@ class Dimension:
     few distinct values: the device rules are thirty-odd substring scans of the user agent per
     event, and a million events carry a few thousand user agents (docs/views.md has the figures).
     It changes the cost only, never the key."""
+    visits: bool = False
+    """Also count visits (visits, bounces, duration, views in visits: views.sessions) under the key
+    of each visit's first view: where the visit came from, its country, its device, its site."""
+    per_visit: str | None = None
+    """A view of visits only, keyed by a visit's first view (``"entry"``) or last view (``"exit"``):
+    the entry and exit pages. It counts no page views."""
+
+    @property
+    def counts_page_views(self) -> bool:
+        return self.per_visit is None
+
+    @property
+    def counts_visits(self) -> bool:
+        return self.visits or self.per_visit is not None
 
     def stored_key(self, key: Column | None = None) -> Column:
         """The key as stored: ``site|value`` for a per-site dimension, the value otherwise.

@@ -70,6 +70,7 @@ declare(
         "Page views and visitors per site (the host, with a non-default port).",
         per_site=False,
         examples=("shop.example.com",),
+        visits=True,
     )
 )
 declare(
@@ -78,6 +79,7 @@ declare(
         _referrer_source,
         "Where visitors came from: the referrer's host, (direct) or (internal).",
         examples=("www.google.com", DIRECT, INTERNAL),
+        visits=True,
     )
 )
 declare(
@@ -86,6 +88,7 @@ declare(
         _country,
         "The visitor's country (ISO 3166 alpha-2), or (unknown).",
         examples=("DE", "US", UNKNOWN_COUNTRY),
+        visits=True,
     )
 )
 declare(
@@ -95,5 +98,26 @@ declare(
         "Device class from the user agent: desktop, mobile, tablet, bot or (unknown).",
         examples=("desktop", "mobile", "tablet", "bot"),
         once_per_value=True,
+        visits=True,
+    )
+)
+declare(
+    Dimension(
+        "entry_page",
+        _url,
+        "Visits per entry page: the URL of each visit's first view, across sites (views.sessions).",
+        per_site=False,
+        examples=("https://shop.example.com/",),
+        per_visit="entry",
+    )
+)
+declare(
+    Dimension(
+        "exit_page",
+        _url,
+        "Visits per exit page: the URL of each visit's last view, across sites (views.sessions).",
+        per_site=False,
+        examples=("https://shop.example.com/cart",),
+        per_visit="exit",
     )
 )

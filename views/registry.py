@@ -69,15 +69,17 @@ def _source(obj: types.ModuleType | Callable[..., object]) -> str:
 
 def pass_fingerprint() -> str:
     """Hash of the code every view's stored values depend on: the shared pass as it is now (the
-    live stage functions, so a patched stage shows too), the device rules, the row format, the
+    live stage functions, so a patched stage shows too), the definition of a visit and its gap,
+    the device rules, the row format, the
     stored document's layout (stores.mongo.codec: a layout a reader no longer decodes must not be
     served), and the dedup rule with its window (a changed rule or window recomputes every view)."""
     from config.settings import get_settings
     from contract import duplicates
     from stores.mongo import codec
-    from views import devices, rows, shared_pass
+    from views import devices, rows, sessions, shared_pass
 
-    parts = [_source(shared_pass), _source(rows), repr(devices.RULES)]
+    parts = [_source(shared_pass), _source(rows), _source(sessions), repr(devices.RULES)]
+    parts.append(f"session gap {get_settings().session_gap_s} s")
     parts += [_source(duplicates), f"dedup window {get_settings().speed_dedup_window_s} s"]
     parts += [_source(getattr(shared_pass, stage)) for stage in shared_pass.STAGES]
     parts.append(_source(codec))

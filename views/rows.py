@@ -9,7 +9,15 @@ stores.redis.keys), so a 7-day hourly query reads 7-8 of them.
     pv     bigint                 page views in the day (exact)
     uv     bigint                 distinct visitors in the day (exact)
     sk     binary                 HLL sketch of the day's visitors (DataSketches, Spark's format)
-    hours  array<struct<hour:int, pv:bigint, uv:bigint, sk:binary>>   only hours with views
+    hours  array<struct<hour:int, pv:bigint, uv:bigint, sk:binary, vi, bo, du, vv: bigint>>
+                                  only hours with views or visits
+    vi     bigint                 visits in the day (views.sessions; null for a view without visits)
+    bo     bigint                 bounces: visits of one view
+    du     bigint                 total duration of the visits, milliseconds
+    vv     bigint                 page views in the visits
+
+The visit metrics are credited to the hour and day of a visit's first view. In the speed layer's
+rows they are deltas and may be negative (retractions: views.sessions).
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@ Both layers call :func:`view_rows`: the batch layer over the master dataset's da
 over each micro-batch (with the generation as an extra grouping column). The stages:
 
 1. :func:`keyed_events`: every dimension's stored key per event, computed before anything moves.
-2. :func:`count_visits`: the one shuffle of events, by visitor. Inside each partition: one row per
-   (dimension, level) with level an hour or the whole day, page views per (view, key, day, level,
-   visitor). The events come deduplicated by the layer (the rule of contract.duplicates): the pass
-   counts every event it is given.
+2. :func:`partitioned` and :func:`count_per_visitor`: the one shuffle of events, by visitor.
+   Inside each partition: one row per (dimension, level) with level an hour or the whole day, page
+   views per (view, key, day, level, visitor). The events come deduplicated by the layer (the rule
+   of contract.duplicates): the pass counts every event it is given. The visits
+   (:mod:`views.sessions`) are built in the same partitions, since a visitor-day lies in one: their
+   credited rows join the per-visitor rows before the aggregation.
 3. :func:`aggregate`: per (view, key, day, level) page views, exact distinct visitors and the HLL
    sketch, partially aggregated per partition (exact, since a visitor lives in one partition) and
    then exchanged as aggregates; then one row per (view, key, day) with its hours (:func:`assemble`).
@@ -27,12 +29,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from views.dimension import Dimension, FunctionView, View
+from config.settings import get_settings
+from views import sessions
+from views.dimension import Dimension, FunctionView, View, site_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-STAGES = ("keyed_events", "count_visits", "aggregate", "count_events", "assemble")
+STAGES = ("keyed_events", "partitioned", "count_per_visitor", "aggregate", "count_events", "assemble")
 """The stage functions, by name: the fingerprint hashes their live source."""
 
 
@@ -58,12 +62,18 @@ def keyed_events(
             keys.append(d.stored_key(F.col(f"_v{i}")).alias(f"_k{i}"))
         else:
             keys.append(built(("key", d, i), lambda d=d, i=i: d.stored_key().alias(f"_k{i}")))  # type: ignore[misc]
+    visit_columns = (
+        [built(("site",), lambda: site_column().alias("site")), F.unix_micros("ts").alias("ts_us")]
+        if sessions.counts_visits(dimensions)
+        else []
+    )
     return events.select(
         *by,
         F.to_date("ts").alias("day"),
         F.hour("ts").alias("hour"),
         "visitor_id",
         "event_id",
+        *visit_columns,
         *keys,
     )
 
@@ -104,89 +114,161 @@ def built(key: tuple[object, ...], build: Callable[[], Column]) -> Column:
 
 
 DAY = 24
-"""The level of a day's totals, beside the hours 0-23 (:func:`count_visits`)."""
+"""The level of a day's totals, beside the hours 0-23 (:func:`count_per_visitor`)."""
 
 
-def level_entries(count: int) -> Column:
-    """The (v, key, level) structs of one keyed event (:func:`keyed_events`' ``_k0..`` columns
-    for ``count`` dimensions), each at its hour and at DAY: ``inline`` makes them its rows."""
+def level_entries(dimensions: Sequence[Dimension]) -> Column:
+    """The (v, key, level) structs of one keyed event (:func:`keyed_events`' ``_k0..`` columns),
+    for each dimension that counts page views, at its hour and at DAY: ``inline`` makes them its
+    rows. (The entry and exit pages count visits only: views.sessions.)"""
     from pyspark.sql import functions as F
 
+    indices = tuple(i for i, d in enumerate(dimensions) if d.counts_page_views)
     return built(
-        ("entries", count),
+        ("entries", indices),
         lambda: F.array(
             *[
                 F.struct(F.lit(i).alias("v"), F.col(f"_k{i}").alias("key"), level.alias("level"))
-                for i in range(count)
+                for i in indices
                 for level in (F.col("hour"), F.lit(DAY))
             ]
         ),
     )
 
 
-def count_visits(
-    keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], single_partition: bool = False
-) -> DataFrame:
-    """Page views per (by..., v, key, day, level, visitor), v the dimension's index in
-    ``dimensions`` and level an hour or DAY, of events each layer has already deduplicated by the
-    one rule (contract.duplicates: not here, where a re-send whose fields changed would look new).
+def partitioned(keyed: DataFrame, single_partition: bool) -> DataFrame:
+    """The one shuffle of events: by visitor (or, for a small input, everything in one partition
+    without a shuffle: ``coalesce(1)``; a single partition satisfies any grouping that follows)."""
+    return keyed.coalesce(1) if single_partition else keyed.repartition("visitor_id")
 
-    The one shuffle of events: they move once, partitioned by visitor. Exploding to one row per
-    dimension and level and counting per visitor happen inside the partition. Every visitor's rows
-    stay in one partition, so the per-partition partial counts and sketches of :func:`aggregate`
-    add up exactly. Each visitor counts once at the DAY level however many hours they were active
-    in: that is the day's exact distinct count, without a second pass or a join. The view and the
-    day travel as ints through the two largest hash aggregations, and one generator makes all the
-    rows of an event (docs/views.md has the figures).
 
-    With ``single_partition`` the events are gathered into one partition without a shuffle
-    (``coalesce(1)``): every visitor is then trivially in one partition, and Spark plans no
-    exchange at all for the aggregations that follow, since a single partition already satisfies
-    any grouping. That is for small inputs (a micro-batch), where each exchange costs a fixed part
-    of a second whatever the rows (docs/views.md).
+def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+    """Page views (``n``) and credited visit metrics per (by..., v, key, day, level, visitor), v the
+    dimension's index in ``dimensions`` and level an hour or DAY, of events each layer has already
+    deduplicated by the one rule (contract.duplicates: not here, where a re-send whose fields
+    changed would look new), already moved by visitor (:func:`partitioned`).
+
+    When a dimension counts visits, the events are first sessionised in their partition
+    (views.sessions.sessionised: window functions clustered by visitor-day, no exchange), and the
+    row that leads each visit also makes its visit's credited rows: one generator makes all the
+    rows of an event, page views and visits alike, so the events are scanned and moved once.
+
+    Exploding to one row per dimension and level and counting per visitor happen inside the
+    partition. Every visitor's rows stay in one partition, so the per-partition partial counts and
+    sketches of :func:`aggregate` add up exactly. Each visitor counts once at the DAY level however
+    many hours they were active in: that is the day's exact distinct count, without a second pass
+    or a join. The view and the day travel as ints through the two largest hash aggregations
+    (docs/views.md has the figures).
     """
     from pyspark.sql import functions as F
 
+    if not sessions.counts_visits(dimensions):
+        return (
+            moved.select(*by, "day", "visitor_id", F.inline(level_entries(dimensions)))
+            .groupBy(*by, "v", "key", "day", "level", "visitor_id")
+            .agg(F.count(F.lit(1)).alias("n"))
+        )
+    rows = sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
+    entries = F.concat(wide_level_entries(dimensions), sessions.visit_entries(dimensions))
     return (
-        (keyed.coalesce(1) if single_partition else keyed.repartition("visitor_id"))
-        .select(*by, "day", "visitor_id", F.inline(level_entries(len(dimensions))))
+        rows.select(*by, "day", "visitor_id", F.inline(entries))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
-        .agg(F.count(F.lit(1)).alias("n"))
+        .agg(F.sum("n").alias("n"), *[F.sum(m).alias(m) for m in sessions.METRICS])
     )
 
 
-def aggregate(visits: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], lg_k: int) -> DataFrame:
-    """View rows from the per-visitor counts: the day's totals and its hours (views.rows).
-
-    Per (view, key, day, level): page views, distinct visitors (rows, each visitor once) and the
-    HLL sketch, partially aggregated in each partition (exact: a visitor lives in one partition)
-    before the exchange; then :func:`assemble`."""
+def wide_level_entries(dimensions: Sequence[Dimension]) -> Column:
+    """:func:`level_entries` with a page view each (``n`` 1) and the visit metrics null: the shape
+    of views.sessions.visit_entries, so that one generator makes both."""
     from pyspark.sql import functions as F
 
+    indices = tuple(i for i, d in enumerate(dimensions) if d.counts_page_views)
+    none = F.lit(None).cast("long")
+    return built(
+        ("wide entries", indices),
+        lambda: F.array(
+            *[
+                F.struct(
+                    F.lit(i).alias("v"),
+                    F.col(f"_k{i}").alias("key"),
+                    level.alias("level"),
+                    F.lit(1).cast("long").alias("n"),
+                    *[none.alias(m) for m in sessions.METRICS],
+                )
+                for i in indices
+                for level in (F.col("hour"), F.lit(DAY))
+            ]
+        ),
+    )
+
+
+def _metric_sums(rows: DataFrame) -> list[Column]:
+    """The visit metrics' sums (views.sessions.METRICS), null where no row carries them."""
+    from pyspark.sql import functions as F
+
+    return [(F.sum(m) if m in rows.columns else F.lit(None).cast("long")).alias(m) for m in sessions.METRICS]
+
+
+def aggregate(visits: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], lg_k: int) -> DataFrame:
+    """View rows from the per-visitor counts (and the visits' credited rows, whose ``visitor_id``
+    is null): the day's totals and its hours (views.rows).
+
+    Per (view, key, day, level): page views, distinct visitors (rows, each visitor once), the HLL
+    sketch and the visit metrics' sums, partially aggregated in each partition (exact: a visitor
+    lives in one partition) before the exchange; then :func:`assemble`."""
+    from pyspark.sql import functions as F
+
+    viewer = F.when(F.col("n") > 0, F.col("visitor_id"))  # a visitor with page views here
     levels = visits.groupBy(*by, "v", "key", "day", "level").agg(
         F.sum("n").alias("pv"),
-        F.count(F.lit(1)).alias("uv"),
-        F.hll_sketch_agg("visitor_id", lg_k).alias("sk"),
+        F.count(viewer).alias("uv"),
+        F.hll_sketch_agg(viewer, lg_k).alias("sk"),
+        *_metric_sums(visits),
     )
     return assemble(levels, dimensions, by)
 
 
 def count_events(
-    keyed: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str], lg_k: int, single_partition: bool
+    keyed: DataFrame,
+    dimensions: Sequence[Dimension],
+    by: Sequence[str],
+    lg_k: int,
+    single_partition: bool,
+    visit_rows: DataFrame | None = None,
 ) -> DataFrame:
     """Per (by..., v, key, day, level): page views and the HLL sketch of the visitors, straight
     from the keyed events, with no exact visitor count (``uv`` null): for a reader that stores only
     page views and sketches (the speed layer's realtime views), the per-visitor count and the
     shuffle by visitor it needs are work nobody reads. The sketch is the same either way: an HLL
-    sketch of a visitor seen twice is the sketch of the visitor seen once."""
+    sketch of a visitor seen twice is the sketch of the visitor seen once. ``visit_rows``: the
+    visits' credited rows (views.sessions.credited), summed in the same aggregation."""
     from pyspark.sql import functions as F
 
+    rows = (keyed.coalesce(1) if single_partition else keyed).select(
+        *by, "day", "visitor_id", F.inline(level_entries(dimensions))
+    )
+    if visit_rows is not None:
+        rows = rows.unionByName(visit_rows, allowMissingColumns=True)
+        if single_partition:
+            rows = rows.coalesce(1)  # a union of two single partitions has two
     return (
-        (keyed.coalesce(1) if single_partition else keyed)
-        .select(*by, "day", "visitor_id", F.inline(level_entries(len(dimensions))))
-        .groupBy(*by, "v", "key", "day", "level")
-        .agg(F.count(F.lit(1)).alias("pv"), F.hll_sketch_agg("visitor_id", lg_k).alias("sk"))
-        .select(*by, "v", "key", "day", "level", "pv", F.lit(None).cast("long").alias("uv"), "sk")
+        rows.groupBy(*by, "v", "key", "day", "level")
+        .agg(
+            F.count("visitor_id").alias("pv"),
+            F.hll_sketch_agg("visitor_id", lg_k).alias("sk"),
+            *_metric_sums(rows),
+        )
+        .select(
+            *by,
+            "v",
+            "key",
+            "day",
+            "level",
+            "pv",
+            F.lit(None).cast("long").alias("uv"),
+            "sk",
+            *sessions.METRICS,
+        )
     )
 
 
@@ -201,7 +283,7 @@ def assemble(levels: DataFrame, dimensions: Sequence[Dimension], by: Sequence[st
     def day_total(name: str) -> Column:
         return F.max(F.when(is_day, F.col(name))).alias(name)
 
-    hour = F.struct(F.col("level").alias("hour"), "pv", "uv", "sk")
+    hour = F.struct(F.col("level").alias("hour"), "pv", "uv", "sk", *sessions.METRICS)
     names = F.array(*[F.lit(d.name) for d in dimensions])
     return (
         levels.groupBy(*group)
@@ -210,6 +292,7 @@ def assemble(levels: DataFrame, dimensions: Sequence[Dimension], by: Sequence[st
             day_total("uv"),
             F.first(F.when(is_day, F.col("sk")), ignorenulls=True).alias("sk"),
             F.sort_array(F.collect_list(F.when(~is_day, hour))).alias("hours"),
+            *[day_total(m) for m in sessions.METRICS],
         )
         .select(
             *by,
@@ -220,6 +303,7 @@ def assemble(levels: DataFrame, dimensions: Sequence[Dimension], by: Sequence[st
             "uv",
             "sk",
             "hours",
+            *sessions.METRICS,
         )
     )
 
@@ -240,7 +324,7 @@ def view_rows(
     keyed = keyed_events(events, dimensions, by, single_partition)
     if not exact_visitors:
         return assemble(count_events(keyed, dimensions, by, lg_k, single_partition), dimensions, by)
-    visits = count_visits(keyed, dimensions, by, single_partition)
+    visits = count_per_visitor(partitioned(keyed, single_partition), dimensions, by)
     return aggregate(visits, dimensions, by, lg_k)
 
 
@@ -267,7 +351,8 @@ def compute(
     for v in views:
         if isinstance(v, FunctionView):
             rows = v.compute(events, lg_k, by).withColumn("view", F.lit(v.name))
-            frames.append(rows.select(*columns))
+            no_visits = [F.lit(None).cast("long").alias(m) for m in sessions.METRICS]
+            frames.append(rows.select(*columns, *no_visits))
     if not frames:
         raise ValueError("no views to compute")
     return reduce(lambda a, b: a.unionByName(b), frames)
@@ -279,6 +364,8 @@ def input_columns(views: Sequence[View], spark: SparkSession) -> tuple[str, ...]
 
     empty = spark.createDataFrame([], event_schema())
     needed = {"event_id", "ts", "visitor_id"}
+    if sessions.counts_visits([v for v in views if isinstance(v, Dimension)]):
+        needed.add("url")  # a visit's site
     for v in views:
         needed.update(v.input_columns(spark, empty) if isinstance(v, Dimension) else v.inputs)
     return tuple(sorted(needed))

@@ -13,8 +13,12 @@ not): a 30-day daily query would read 3 MB it never uses. Past :data:`INLINE_SKE
 the hourly sketches therefore go to a document of their own (:func:`row_to_documents`), read only
 by queries that union hours of that day.
 
+A view that counts visits (views.sessions) also stores their day totals as fields (``vi``, ``bo``,
+``du``, ``vv``) and their hours packed in ``v`` (:func:`pack_visit_hours`).
+
 Beside the (key, day) documents, every recomputed day has a **ranking**: the day's keys sorted by
-page views (``_id = "{day}|#rank"``, continued in ``"{day}|#rank:1"``, ... for very many keys), so
+page views (visits, for the entry and exit pages: :func:`ranking_score`)
+(``_id = "{day}|#rank"``, continued in ``"{day}|#rank:1"``, ... for very many keys), so
 that "top N" reads one or a few documents per day instead of every key's.
 """
 
@@ -41,6 +45,11 @@ _HEADER = struct.Struct("<BI")  # format, bit mask of the hours present
 _HOUR = struct.Struct("<QQI")  # page views, distinct visitors, sketch length
 _HOUR_TOTALS = struct.Struct("<QQ")  # page views, distinct visitors
 
+_MASK = struct.Struct("<I")  # the hours present
+_VISIT_HOUR = struct.Struct("<qqqq")  # visits, bounces, duration ms, views in visits
+VISIT_METRICS = ("vi", "bo", "du", "vv")
+"""A document's visit metrics (views.sessions.METRICS): day totals as fields, hours packed in ``v``."""
+
 Hours = tuple[list[int], list[int], list[bytes | None]]
 """(page views, distinct visitors, sketch or None) per hour 0-23."""
 
@@ -62,6 +71,9 @@ def row_to_documents(row: Any, inline_max: int = INLINE_SKETCHES_MAX) -> list[di
         "sk": bytes(row["sk"]),
         "h": pack_hours(row["hours"]),
     }
+    if _get(row, "vi") is not None:
+        doc.update((m, int(row[m] or 0)) for m in VISIT_METRICS)
+        doc["v"] = pack_visit_hours(row["hours"])
     if sum(len(h["sk"]) for h in row["hours"] if h["sk"] is not None) <= inline_max:
         return [doc]
     # The companion keeps ``key`` and ``day`` (a scan by day finds it) and the hours in format 1.
@@ -69,6 +81,53 @@ def row_to_documents(row: Any, inline_max: int = INLINE_SKETCHES_MAX) -> list[di
     companion.update((field, doc[field]) for field in ("key", "day", "h"))
     doc["h"] = pack_hours(row["hours"], sketches=False)
     return [doc, companion]
+
+
+def _get(row: Any, name: str) -> Any:
+    """A field of a Spark Row or a dict, None when it has no such field (rows of other code)."""
+    try:
+        return row[name]
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def ranking_score(row: Any) -> int:
+    """What a day's ranking orders a row's key by: its page views, or, for a view of visits only
+    (the entry and exit pages, which count no page views), its visits."""
+    return int(row["pv"]) or int(_get(row, "vi") or 0)
+
+
+def pack_visit_hours(hours: Any) -> bytes:
+    """The visit metrics of a row's hours (views.sessions: visits, bounces, duration in ms, views
+    in visits) as one binary value: a 24-bit mask of the hours with visits (little-endian 32-bit),
+    then per such hour, in order, the four metrics (signed 64-bit, little-endian)."""
+    mask, parts = 0, []
+    for h in sorted(hours, key=lambda h: h["hour"]):
+        values = tuple(int(_get(h, m) or 0) for m in VISIT_METRICS)
+        if any(values):
+            mask |= 1 << h["hour"]
+            parts.append(_VISIT_HOUR.pack(*values))
+    return _MASK.pack(mask) + b"".join(parts)
+
+
+def unpack_visit_hours(packed: bytes) -> list[tuple[int, int, int, int]]:
+    """:func:`pack_visit_hours` reversed: 24 (visits, bounces, duration ms, views) tuples; raises
+    :class:`MalformedDocument`."""
+    out = [(0, 0, 0, 0)] * HOURS
+    try:
+        (mask,) = _MASK.unpack_from(packed, 0)
+        if mask >> HOURS:
+            raise MalformedDocument(f"visit hours: mask {mask:#x}")
+        at = _MASK.size
+        for hour in range(HOURS):
+            if mask >> hour & 1:
+                out[hour] = _VISIT_HOUR.unpack_from(packed, at)
+                at += _VISIT_HOUR.size
+    except struct.error as exc:
+        raise MalformedDocument(f"visit hours: {exc}") from exc
+    if at != len(packed):
+        raise MalformedDocument(f"visit hours: {len(packed) - at} bytes left over")
+    return out
 
 
 def pack_hours(hours: Any, sketches: bool = True) -> bytes:
@@ -165,7 +224,9 @@ def decoded(doc: dict[str, Any], companion: dict[str, Any] | None = None) -> dic
     """A stored document (and its hour sketches' companion, if apart) as one document with its
     hours as ``h_pv``, ``h_uv``, ``h_sk`` lists (diffs, tests)."""
     h_pv, h_uv, h_sk = decoded_hours(doc, companion)
-    out = {k: v for k, v in doc.items() if k != "h"}
+    out = {k: v for k, v in doc.items() if k not in ("h", "v")}
+    if "v" in doc:
+        out["h_visits"] = unpack_visit_hours(bytes(doc["v"]))
     return {**out, "h_pv": h_pv, "h_uv": h_uv, "h_sk": h_sk}
 
 
@@ -191,6 +252,10 @@ def batch_doc(doc: dict[str, Any]) -> BatchDoc:
         h_pv, h_uv, h_sk = decoded_hours(doc)
     try:
         sk = doc.get("sk")
+        visits, h_visits = None, None
+        if "v" in doc:
+            visits = (int(doc["vi"]), int(doc["bo"]), int(doc["du"]), int(doc["vv"]))
+            h_visits = unpack_visit_hours(bytes(doc["v"]))
         return BatchDoc(
             pv=int(doc["pv"]),
             uv=int(doc["uv"]),
@@ -198,6 +263,8 @@ def batch_doc(doc: dict[str, Any]) -> BatchDoc:
             h_pv=h_pv,
             h_uv=h_uv,
             h_sk=h_sk,
+            visits=visits,
+            h_visits=h_visits,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise MalformedDocument(f"day totals: {exc!r}") from exc
@@ -207,7 +274,7 @@ def with_hour_sketches(doc: BatchDoc, of: str, companion: dict[str, Any] | None)
     """``doc`` with its hour sketches read from their own document, ``companion`` (raises
     :class:`MalformedDocument` when it is missing or not the one of ``of``)."""
     h_sk = hour_sketches(of, doc.h_pv, doc.h_uv, companion)
-    return BatchDoc(doc.pv, doc.uv, doc.sk, doc.h_pv, doc.h_uv, h_sk)
+    return BatchDoc(doc.pv, doc.uv, doc.sk, doc.h_pv, doc.h_uv, h_sk, doc.visits, doc.h_visits)
 
 
 # --- collections and rankings ----------------------------------------------------------------------

@@ -34,6 +34,7 @@ from stores.mongo.codec import (
     rank_document_id,
     rank_documents,
     ranking_from_chunks,
+    ranking_score,
     row_to_documents,
 )
 from stores.mongo.ferretdb import ensure_id_indexes
@@ -113,7 +114,7 @@ def _insert_partition(
                 docs = row_to_documents(row, inline_max)
                 batches[view].extend(docs)
                 inserted += len(docs)
-                written.append((view, row["day"], row["key"], int(row["pv"])))
+                written.append((view, row["day"], row["key"], ranking_score(row)))
                 if len(batches[view]) >= WRITE_BATCH:
                     flush(view)
             for view in list(batches):

@@ -1,0 +1,171 @@
+"""Visits: the one definition of a visit, as Spark transformations both layers call.
+
+A **visit** is a maximal run of one visitor's page views on one site, ordered by event time (ties
+by ``event_id``), in which each view is at most the session gap (``session_gap_s``, 30 min) after
+the previous one. A visit never crosses a UTC midnight: the visitor-day is the unit of state and of
+incremental recompute. A visit is credited to the UTC hour and day of its first view; its entry
+page is its first view's URL, its exit page its last view's, its views the number of its page
+views, its duration the last view's time minus the first's (integer milliseconds, from microsecond
+timestamps: ``(last_us - first_us) // 1000``), and it bounced when it has exactly one view. Its
+site, referrer source, country and device are those of its first view.
+
+Everything stored about visits is additive, per (view, key, day) and hour: ``vi`` visits, ``bo``
+bounces, ``du`` total duration (ms), ``vv`` page views in visits. Batch and realtime parts add up;
+the realtime part may be negative (a retraction: a late view merged two visits the batch counted).
+
+The definition works on **visit summaries**, not on events: a summary is (first view's time, id
+and keys; last view's time, id and keys; number of views). A page view is the summary of a visit
+of one view, so :func:`merge` sessionises events (the batch layer) and merges new page views into
+the visits already known (the speed layer's state) alike: the visits of a union of event sets are
+the summaries sorted by start and merged wherever one starts at most the gap after the latest end
+before it. That is exact because each summary's own views are gap-connected.
+
+Columns of a summary (:data:`SUMMARY_KEYS` plus): ``s_ts``/``e_ts`` first and last view's time in
+microseconds, ``s_id``/``e_id`` their event ids, ``first``/``last`` structs of the dimension keys
+taken from the first/last view (named by dimension), ``n`` views, ``tainted`` (speed layer only:
+the visit holds a view that arrived later than the state's horizon).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from views.dimension import Dimension
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+SUMMARY_KEYS = ("site", "visitor_id", "day")
+"""A visitor-day: every visit lies inside one (site, visitor, UTC day)."""
+METRICS = ("vi", "bo", "du", "vv")
+"""Visits, bounces, total duration in milliseconds, page views in visits."""
+DAY_LEVEL = 24
+"""The level of a day's totals beside the hours 0-23 (as in views.shared_pass)."""
+
+
+def first_keyed(dimensions: Sequence[Dimension]) -> list[tuple[int, Dimension]]:
+    """The dimensions (with their index in the pass) whose visit key is the first view's."""
+    return [(i, d) for i, d in enumerate(dimensions) if d.visits or d.per_visit == "entry"]
+
+
+def last_keyed(dimensions: Sequence[Dimension]) -> list[tuple[int, Dimension]]:
+    """The dimensions whose visit key is the last view's (the exit page)."""
+    return [(i, d) for i, d in enumerate(dimensions) if d.per_visit == "exit"]
+
+
+def counts_visits(dimensions: Sequence[Dimension]) -> bool:
+    return any(d.counts_visits for d in dimensions)
+
+
+def as_summaries(keyed: DataFrame, dimensions: Sequence[Dimension]) -> DataFrame:
+    """Each keyed page view (views.shared_pass.keyed_events: ``site``, ``ts_us`` and the ``_k``
+    keys) as the summary of a visit of one view, its other columns kept."""
+    from pyspark.sql import functions as F
+
+    return keyed.select(
+        "*",
+        F.col("ts_us").alias("s_ts"),
+        F.col("event_id").alias("s_id"),
+        F.col("ts_us").alias("e_ts"),
+        F.col("event_id").alias("e_id"),
+        _keys_struct(first_keyed(dimensions)).alias("first"),
+        _keys_struct(last_keyed(dimensions)).alias("last"),
+        F.lit(1).cast("long").alias("n"),
+        F.lit(False).alias("tainted"),
+    )
+
+
+def _keys_struct(dims: list[tuple[int, Dimension]]) -> Column:
+    from pyspark.sql import functions as F
+
+    if not dims:
+        return F.struct(F.lit(None).cast("string").alias("_"))
+    return F.struct(*[F.col(f"_k{i}").alias(d.name) for i, d in dims])
+
+
+VISIT = "_visit"
+"""The struct every row of :func:`sessionised` gets: its visit (s_ts, s_id, e_ts, e_id, first, last,
+n, tainted), and whether the row is the visit's first (``lead``)."""
+
+
+def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
+    """Every row of ``summaries`` with :data:`VISIT`, the visit it belongs to: summaries ordered by
+    first view (time, then id) within their (by..., visitor-day), a new visit wherever one starts
+    more than ``gap_s`` after the latest end before it. ``_visit.lead`` marks one row per visit,
+    its first.
+
+    Window functions only, clustered by the visitor-day: a frame already partitioned by visitor
+    (the shared pass's one shuffle) needs no exchange, and every row keeps its own columns (the
+    batch layer counts page views from the same rows)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    part = [*by, *SUMMARY_KEYS]
+    ordered = Window.partitionBy(*part).orderBy("s_ts", "s_id")
+    gap_us = gap_s * 1_000_000
+    prev_end = F.max("e_ts").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
+    starts = summaries.withColumn("_starts", prev_end.isNull() | (F.col("s_ts") - prev_end > gap_us))
+    numbered = starts.withColumn(
+        "_n",
+        F.sum(F.col("_starts").cast("long")).over(
+            ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        ),
+    )
+    whole = Window.partitionBy(*part, "_n")
+    first = F.min(F.struct("s_ts", "s_id", "first")).over(whole)
+    last = F.max(F.struct("e_ts", "e_id", "last")).over(whole)
+    visit = F.struct(
+        first["s_ts"].alias("s_ts"),
+        first["s_id"].alias("s_id"),
+        last["e_ts"].alias("e_ts"),
+        last["e_id"].alias("e_id"),
+        first["first"].alias("first"),
+        last["last"].alias("last"),
+        F.sum("n").over(whole).alias("n"),
+        F.max("tainted").over(whole).alias("tainted"),
+        F.col("_starts").alias("lead"),
+    )
+    return numbered.withColumn(VISIT, visit).drop("_starts", "_n")
+
+
+def merge(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
+    """The visits of the summaries' views, one summary per visit, per (by..., visitor-day)
+    (:func:`sessionised`'s lead rows)."""
+    from pyspark.sql import functions as F
+
+    return (
+        sessionised(summaries, by, gap_s)
+        .where(F.col(f"{VISIT}.lead"))
+        .select(*by, *SUMMARY_KEYS, *[F.col(f"{VISIT}.{c}").alias(c) for c in SUMMARY_VALUES])
+    )
+
+
+SUMMARY_VALUES = ("s_ts", "s_id", "e_ts", "e_id", "first", "last", "n", "tainted")
+
+
+def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:
+    """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` when the row
+    leads it (an empty array otherwise): per visit-counting dimension, at its first view's hour and
+    at the day level; the metrics times ``sign`` (the speed layer's retractions)."""
+    from pyspark.sql import functions as F
+
+    v = F.col(VISIT)
+    factor = F.lit(1).cast("long") if sign is None else sign.cast("long")
+    hour = F.hour(F.timestamp_micros(v["s_ts"]))
+    metrics = [
+        F.lit(0).cast("long").alias("n"),  # no page view: the shape of the pass's page view entries
+        factor.alias("vi"),
+        F.when(v["n"] == 1, factor).otherwise(F.lit(0).cast("long")).alias("bo"),
+        (F.floor((v["e_ts"] - v["s_ts"]) / F.lit(1000)).cast("long") * factor).alias("du"),
+        (v["n"] * factor).alias("vv"),
+    ]
+    entries = [
+        F.struct(F.lit(i).alias("v"), v[group][d.name].alias("key"), level.alias("level"), *metrics)
+        for group, dims in (("first", first_keyed(dimensions)), ("last", last_keyed(dimensions)))
+        for i, d in dims
+        for level in (hour, F.lit(DAY_LEVEL))
+    ]
+    if not entries:
+        raise ValueError("no dimension counts visits")
+    return F.filter(F.array(*entries), lambda _: v["lead"])
