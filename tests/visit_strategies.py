@@ -166,11 +166,13 @@ def visit_logs(
 
 
 @st.composite
-def visit_log_sets(draw: st.DrawFn, max_logs: int = 4, max_chains: int = 5, max_views: int = 6) -> VisitLog:
+def visit_log_sets(
+    draw: st.DrawFn, max_logs: int = 4, max_chains: int = 5, max_views: int = 6, gap_us: int = GAP_US
+) -> VisitLog:
     """Several :func:`visit_logs` in one, interleaved in arrival order with a merge of their
     orders, each with its own visitors and event ids (suffix ``-i``): one Spark run then checks as
     many logs as it would check one."""
-    logs = draw(st.lists(visit_logs(max_chains, max_views), min_size=1, max_size=max_logs))
+    logs = draw(st.lists(visit_logs(max_chains, max_views, gap_us), min_size=1, max_size=max_logs))
     queues = [
         [
             e.model_copy(update={"visitor_id": f"{e.visitor_id}-{i}", "event_id": f"{e.event_id}-{i}"})

@@ -15,15 +15,18 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from config.settings import get_settings
 from contract import PageView
 from tests.oracle import dedup, recount
-from tests.oracle_visits import DEFAULT_GAP_S, compare_visits, describe, sessionise, visit_recount
+from tests.oracle_visits import compare_visits, describe, sessionise, visit_recount
 from tests.visit_strategies import MIDNIGHT, VisitLog, page_view, visit_log_sets
 from views import all_views, compute
 
 A = "https://a.example.com"
 B = "https://b.example.com"
-GAP = timedelta(seconds=DEFAULT_GAP_S)
+GAP_S = get_settings().session_gap_s
+"""The gap both the pass and the reference use (LAMBDA_SESSION_GAP_S, 1800 s by default)."""
+GAP = timedelta(seconds=GAP_S)
 US = timedelta(microseconds=1)
 T0 = MIDNIGHT - timedelta(hours=1)
 
@@ -90,11 +93,11 @@ def _page_view_problems(events: list[PageView], rows: list[Any]) -> list[str]:
 def _check(spark: Any, log: VisitLog, single_partition: bool) -> None:
     events = dedup(log.events)
     rows = compute(_dataframe(spark, events), all_views(), 12, single_partition=single_partition).collect()
-    problems = compare_visits(visit_recount(events), rows) + _page_view_problems(events, rows)
+    problems = compare_visits(visit_recount(events, GAP_S), rows) + _page_view_problems(events, rows)
     assert not problems, (
         f"{len(problems)} differences (single_partition={single_partition}):\n"
         + "\n".join(problems[:40])
-        + f"\n\nlog:\n{log}\n\nreference visits:\n{describe(sessionise(events))}"
+        + f"\n\nlog:\n{log}\n\nreference visits:\n{describe(sessionise(events, GAP_S))}"
     )
 
 
@@ -103,7 +106,7 @@ def test_every_view_carries_the_visit_metrics() -> None:
 
 
 @settings(
-    max_examples=12,  # about 1-2 s of Spark each
+    max_examples=10,  # about 1-2 s of Spark each
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
@@ -111,7 +114,7 @@ def test_every_view_carries_the_visit_metrics() -> None:
         HealthCheck.data_too_large,
     ],
 )
-@given(log=visit_log_sets(), single_partition=st.booleans())
+@given(log=visit_log_sets(gap_us=GAP_S * 1_000_000), single_partition=st.booleans())
 def test_batch_visits_equal_the_reference(spark: Any, log: VisitLog, single_partition: bool) -> None:
     _check(spark, log, single_partition)
 
