@@ -64,6 +64,48 @@ class Distinct:
     exact: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Visits:
+    """Visits (views.sessions) over some buckets: every field adds up across buckets and layers."""
+
+    visits: int = 0
+    bounces: int = 0
+    duration_ms: int = 0
+    views: int = 0
+
+    def __add__(self, other: Visits) -> Visits:
+        return Visits(
+            self.visits + other.visits,
+            self.bounces + other.bounces,
+            self.duration_ms + other.duration_ms,
+            self.views + other.views,
+        )
+
+    @property
+    def bounce_rate(self) -> float | None:
+        """Bounced visits in percent of visits (Plausible's ``bounce_rate``); None without visits."""
+        return round(100.0 * self.bounces / self.visits, 2) if self.visits else None
+
+    @property
+    def visit_duration(self) -> float | None:
+        """Average visit duration in seconds (Plausible's ``visit_duration``)."""
+        return round(self.duration_ms / self.visits / 1000.0, 3) if self.visits else None
+
+    @property
+    def views_per_visit(self) -> float | None:
+        return round(self.views / self.visits, 3) if self.visits else None
+
+
+@dataclass(frozen=True)
+class VisitsExactness:
+    """Whether an answer's visit figures are exact; when not, why (the realtime part of a visit
+    could not be merged exactly: speed_layer.visits)."""
+
+    exact: bool = True
+    reason: str | None = None
+    days: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class PageviewsAnswer:
     query: SeriesQuery
@@ -94,6 +136,11 @@ class TopAnswer:
     """Page views of every key in scope (not only the listed ones)."""
     total_visitors: Distinct | None = None
     """With ``query.visitors`` and a site: the site's unique visitors over the days."""
+    visits: list[Visits] | None = None
+    """With ``query.visits``: each entry's visits over the days."""
+    total_visits: Visits | None = None
+    """With ``query.visits`` and a site: the site's visits over the days."""
+    visits_exactness: VisitsExactness = VisitsExactness()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +148,7 @@ class SeriesPoint:
     start: datetime
     pageviews: int
     visitors: Distinct
+    visits: Visits | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +160,9 @@ class SeriesAnswer:
     pageviews: int
     visitors: Distinct
     coverage: Coverage
+    visits: Visits | None = None
+    """With ``query.visits``: over the range, and per point in ``series``."""
+    visits_exactness: VisitsExactness = VisitsExactness()
 
 
 @dataclass(frozen=True)

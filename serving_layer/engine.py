@@ -36,11 +36,14 @@ from serving_layer.answers import (
     ServingState,
     TopAnswer,
     UniqueVisitorsAnswer,
+    Visits,
+    VisitsExactness,
 )
 from serving_layer.model import (
     BatchDoc,
     GenerationInfo,
     HashRead,
+    InvalidQuery,
     NothingServed,
     NotReady,
     RankRead,
@@ -50,8 +53,9 @@ from serving_layer.queries import SITE_VIEW, ReadAfter, SeriesQuery, TopQuery
 from serving_layer.readiness import per_site, readiness
 from serving_layer.snapshot import Snapshot, Snapshots
 from serving_layer.tiling import DAY, Tile, buckets, days_covering, floor_day, tile
-from stores.base import PV, SKETCH, BatchReader, DocRef, RealtimeReader
+from stores.base import PV, SKETCH, VISIT_FIELDS, BatchReader, DocRef, RealtimeReader
 from views import all_views, describe
+from views.scopes import scope_of
 
 log = logging.getLogger(__name__)
 
@@ -140,16 +144,50 @@ class QueryEngine:
 
     # --- queries --------------------------------------------------------------------------------
     async def series(self, q: SeriesQuery, after: ReadAfter | None = None) -> SeriesAnswer:
-        """Page views and unique visitors of one key, from one snapshot."""
-        snap, docs, rt = await self._series_data(q, (PV, SKETCH), after)
+        """Page views and unique visitors of one key, with ``q.visits`` its visits too, from one
+        snapshot."""
+        if q.visits:
+            await self._check_visits(q.view)
+        snap, docs, rt = await self._series_data(q, (PV, SKETCH, *(VISIT_FIELDS if q.visits else ())), after)
         day_total, day_hours = merge.pageviews_by_day(docs, rt)
+        v_total, v_hours = merge.visits_by_day(docs, rt) if q.visits else ({}, {})
         series = []
         total = 0
         for b in buckets(q.start, q.end, q.granularity):
             n = merge.pageviews(b.tiles, day_total, day_hours)
             total += n
-            series.append(SeriesPoint(b.start, n, merge.distinct(b.tiles, docs, rt)))
-        return SeriesAnswer(q, series, total, merge.distinct(tile(q.start, q.end), docs, rt), snap.coverage)
+            v = merge.visits(b.tiles, v_total, v_hours) if q.visits else None
+            series.append(SeriesPoint(b.start, n, merge.distinct(b.tiles, docs, rt), v))
+        whole = tile(q.start, q.end)
+        if not q.visits:
+            return SeriesAnswer(q, series, total, merge.distinct(whole, docs, rt), snap.coverage)
+        sites = self._sites_of(snap.gen, q.view, [q.key])
+        return SeriesAnswer(
+            q,
+            series,
+            total,
+            merge.distinct(whole, docs, rt),
+            snap.coverage,
+            merge.visits(whole, v_total, v_hours),
+            visits_exactness(snap.visit_flags, sites, days_covering(q.start, q.end)),
+        )
+
+    async def _check_visits(self, view: str) -> None:
+        """Raises InvalidQuery unless ``view`` counts visits (views.sessions)."""
+        described = await self.description(view)
+        if described is not None and not described.get("visits", False):
+            raise InvalidQuery(
+                "metrics",
+                f"dimension {view!r} counts no visits (visits are counted by the site, referrer, "
+                "country, device, entry_page and exit_page dimensions)",
+            )
+
+    def _sites_of(self, gen: GenerationInfo, view: str, keys: Sequence[str]) -> set[str]:
+        """The sites the stored ``keys`` of ``view`` belong to."""
+        if view == SITE_VIEW:
+            return set(keys)
+        scoped = per_site(gen, view)
+        return {site for key in keys if (site := scope_of(key, scoped)) is not None}
 
     async def pageviews(self, q: SeriesQuery, after: ReadAfter | None = None) -> PageviewsAnswer:
         snap, docs, rt = await self._series_data(q, (PV,), after)
@@ -178,14 +216,17 @@ class QueryEngine:
         days = days_covering(q.start, q.end)
         whole_days = [Tile(d, None) for d in days]
         rank_reads = [RankRead(q.view, d) for d in days]
-        site_totals = q.visitors and q.site is not None and q.view != SITE_VIEW
+        if q.visits:
+            await self._check_visits(q.view)
+        site_totals = (q.visitors or q.visits) and q.site is not None and q.view != SITE_VIEW
+        needs = (*((SKETCH,) if q.visitors else ()), *(VISIT_FIELDS if q.visits else ()))
         guess: list[str] = []
         rankings: dict[int, list[list[tuple[str, int]]]] = {}
         for attempt in range(4):
-            reads = [HashRead(q.view, k, d, (SKETCH,)) for k in guess for d in days]
+            reads = [HashRead(q.view, k, d, needs) for k in guess for d in days]
             if site_totals:
                 assert q.site is not None
-                reads += [HashRead(SITE_VIEW, q.site, d, (SKETCH,)) for d in days]
+                reads += [HashRead(SITE_VIEW, q.site, d, needs) for d in days]
             snap = await self._snapshot(reads, rank_reads, after)
             self._check_ready(snap, q.view, *((SITE_VIEW,) if site_totals else ()))
             gen = snap.gen
@@ -202,13 +243,13 @@ class QueryEngine:
                 lambda key: self.on_bad_key(q.view, key),
             )
             best = merge.top_keys(totals, q.limit)
-            if not q.visitors or {k for k, _ in best} <= set(guess) or attempt == 3:
+            if not needs or {k for k, _ in best} <= set(guess) or attempt == 3:
                 break
             guess = [k for k, _ in best]
         start = floor_day(q.start)
         end = floor_day(q.end) + (DAY if q.end != floor_day(q.end) else timedelta(0))
         total_pv = sum(totals.values())
-        if not q.visitors:
+        if not needs:
             return TopAnswer(q, start, end, best, snap.coverage, None, total_pv)
         rt_by_key: dict[str, dict[str, dict[str, bytes]]] = {}
         for read, values in zip(reads, snap.hashes, strict=True):
@@ -219,13 +260,37 @@ class QueryEngine:
             k: merge.distinct(whole_days, d, rt_by_key[f"{q.view}\0{k}"])
             for k, d in zip(keys, docs, strict=True)
         }
-        total_visitors = None
+        visits_by_key = {
+            k: merge.visits(whole_days, *merge.visits_by_day(d, rt_by_key[f"{q.view}\0{k}"]))
+            for k, d in zip(keys, docs, strict=True)
+        }
+        total_visitors, total_visits = None, None
         if site_totals:
             assert q.site is not None
             site_docs = await self._documents(SITE_VIEW, q.site, days, gen)
-            total_visitors = merge.distinct(whole_days, site_docs, rt_by_key[f"{SITE_VIEW}\0{q.site}"])
+            site_rt = rt_by_key[f"{SITE_VIEW}\0{q.site}"]
+            if q.visitors:
+                total_visitors = merge.distinct(whole_days, site_docs, site_rt)
+            if q.visits:
+                total_visits = merge.visits(whole_days, *merge.visits_by_day(site_docs, site_rt))
+        visits: list[Visits] | None = None
+        exactness = VisitsExactness()
+        if q.visits:
+            visits = [visits_by_key.get(k, Visits()) for k, _ in best]
+            sites = {q.site} if q.site is not None else self._sites_of(gen, q.view, [k for k, _ in best])
+            exactness = visits_exactness(snap.visit_flags, sites, days)
         return TopAnswer(
-            q, start, end, best, snap.coverage, [by_key.get(k) for k, _ in best], total_pv, total_visitors
+            q,
+            start,
+            end,
+            best,
+            snap.coverage,
+            [by_key.get(k) for k, _ in best] if q.visitors else None,
+            total_pv,
+            total_visitors,
+            visits,
+            total_visits,
+            exactness,
         )
 
     async def views(self) -> tuple[GenerationInfo, dict[str, dict[str, Any]], dict[str, str | None]]:
@@ -244,3 +309,21 @@ class QueryEngine:
         if view not in self._described:
             await self.views()
         return self._described.get(view)
+
+
+LATE_REASON = (
+    "a page view of {days} arrived later than the speed layer's visit horizon (or a visitor's views "
+    "came from two Kafka partitions): its realtime visits may be off until the next batch run "
+    "recomputes the day"
+)
+
+
+def visits_exactness(flags: frozenset[str], sites: Set[str], days: Sequence[str]) -> VisitsExactness:
+    """Not exact where the realtime part flagged a (site, day) of the answer
+    (stores.redis.visit_state.flags_key)."""
+    if not flags:
+        return VisitsExactness()
+    flagged = tuple(sorted({day for site in sites for day in days if f"{site}|{day}" in flags}))
+    if not flagged:
+        return VisitsExactness()
+    return VisitsExactness(False, LATE_REASON.format(days=", ".join(flagged)), flagged)

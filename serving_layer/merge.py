@@ -12,16 +12,17 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
 
-from serving_layer.answers import Distinct
+from serving_layer.answers import Distinct, Visits
 from serving_layer.model import BatchDoc
 from serving_layer.tiling import Granularity, Tile, buckets, tile
-from stores.base import PV, SKETCH, hour_field
+from stores.base import PV, SKETCH, VISIT_FIELDS, hour_field
 from views import sketches
 from views.scopes import scope_of
 
 PV_HOURS = tuple(hour_field(PV, h) for h in range(24))
 SK_HOURS = tuple(hour_field(SKETCH, h) for h in range(24))
 SK_HOURS_SET = frozenset(SK_HOURS)
+HOUR_FIELDS = {kind: tuple(hour_field(kind, h) for h in range(24)) for kind in (PV, SKETCH, *VISIT_FIELDS)}
 
 
 def pageviews_by_day(
@@ -43,6 +44,36 @@ def pageviews_by_day(
     return day_total, day_hours
 
 
+def visits_by_day(
+    docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]
+) -> tuple[dict[str, Visits], dict[str, list[Visits]]]:
+    """Per day, batch + realtime visits (realtime values may be negative: retractions): the day's
+    total and its 24 hours."""
+    day_total: dict[str, Visits] = {}
+    day_hours: dict[str, list[Visits]] = {}
+    for day, values in rt.items():
+        doc = docs.get(day)
+        total = Visits(*doc.visits) if doc is not None and doc.visits else Visits()
+        hours = [Visits(*v) for v in doc.h_visits] if doc is not None and doc.h_visits else [Visits()] * 24
+        total = total + _visits_of(values, None)
+        hours = [h + _visits_of(values, hour) for hour, h in enumerate(hours)]
+        day_total[day], day_hours[day] = total, hours
+    return day_total, day_hours
+
+
+def _visits_of(values: dict[str, bytes], hour: int | None) -> Visits:
+    names = [name if hour is None else HOUR_FIELDS[name][hour] for name in VISIT_FIELDS]
+    vi, bo, du, vv = (int(values.get(n, 0)) for n in names)
+    return Visits(vi, bo, du, vv)
+
+
+def visits(tiles: Sequence[Tile], day_total: dict[str, Visits], day_hours: dict[str, list[Visits]]) -> Visits:
+    out = Visits()
+    for t in tiles:
+        out = out + (day_total[t.day] if t.hour is None else day_hours[t.day][t.hour])
+    return out
+
+
 def pageviews(tiles: Sequence[Tile], day_total: dict[str, int], day_hours: dict[str, list[int]]) -> int:
     return sum(day_total[t.day] if t.hour is None else day_hours[t.day][t.hour] for t in tiles)
 
@@ -57,7 +88,7 @@ def read_plan(
     fields: dict[str, set[str]] = {}
     for kind in kinds:
         tiles = [*series_tiles, *tile(start, end)] if kind == SKETCH else series_tiles
-        hourly = SK_HOURS if kind == SKETCH else PV_HOURS
+        hourly = HOUR_FIELDS[kind]
         for t in tiles:
             fields.setdefault(t.day, set()).add(kind if t.hour is None else hourly[t.hour])
     return tuple((day, tuple(sorted(fields[day]))) for day in sorted(fields))

@@ -64,6 +64,8 @@ class RealtimeSnapshot:
     views: frozenset[str] | None = None
     """The views (``name@fingerprint``) the speed layer counted the served generation with since
     its cut; None when it has not counted it yet (its realtime views are then empty)."""
+    visit_flags: frozenset[str] = frozenset()
+    """``{site}|{day}`` whose realtime visits may not be exact (stores.redis.visit_state)."""
 
 
 class ServingError(RuntimeError):

@@ -25,6 +25,8 @@ class SeriesQuery:
     start: datetime
     end: datetime
     granularity: Granularity
+    visits: bool = False
+    """Also the visits (views.sessions): visits, bounces, duration, views in visits."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class TopQuery:
     limit: int
     site: str | None = None
     visitors: bool = False
+    visits: bool = False
+    """Also each key's visits over the days (and the site's, with ``site``)."""
 
 
 @dataclass(frozen=True)

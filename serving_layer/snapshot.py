@@ -41,6 +41,8 @@ class Snapshot:
     coverage: Coverage
     views: frozenset[str] | None = None
     """What the speed layer counted the generation with (None: nothing counted, or Redis down)."""
+    visit_flags: frozenset[str] = frozenset()
+    """``{site}|{day}`` whose realtime visits may not be exact."""
 
 
 class Snapshots:
@@ -91,7 +93,7 @@ class Snapshots:
             gen = await self.batch.generation(rt.served.gen)
             self.on_generation(gen)
             coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, (), lost_of(gen))
-            return Snapshot(gen, rt.hashes, rt.ranks, coverage, rt.views)
+            return Snapshot(gen, rt.hashes, rt.ranks, coverage, rt.views, rt.visit_flags)
         # Redis is down or has lost its data: the durable registry names the served generation.
         served = await self.batch.served_generation()
         if served is None:

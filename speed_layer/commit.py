@@ -38,6 +38,7 @@ from tenacity import (
 
 from generations.model import Offsets
 from generations.registry import GenerationRegistry
+from speed_layer import visits
 from speed_layer.progress import BatchReport, stats_record
 from stores.redis import keys
 from stores.redis.sink import RedisRealtimeSink
@@ -145,13 +146,19 @@ class Committer:
                 pending.computed_for = active
             t0 = time.monotonic()
             sink = RedisRealtimeSink(self.redis)
-            for row in pending.rows:
+            view_rows, update = visits.split(pending.rows)
+            for row in view_rows:
                 sink.add(row["gen"], row["view"], row)
             sink.prepare()
+            state = update.sink(self.redis)
+            if state is not None:
+                state.prepare()
             previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
             counted = {g: self._counted_views(pipe, g) for g in active}
             pipe.multi()
             written = sink.flush(pipe)
+            if state is not None:
+                state.flush(pipe)
             for g, marks in counted.items():
                 self._record_views(pipe, g, marks)
             pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(batch_id, pending.end_offsets)))

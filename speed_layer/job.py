@@ -49,8 +49,10 @@ from speed_layer.dedup import ScanDedup
 from speed_layer.micro_batch import DLQ_SOURCE, MicroBatch
 from speed_layer.progress import BatchReport, lag_of
 from speed_layer.stream import start_query, starting_offsets
-from stores.redis import keys
-from views import all_views, fingerprint, input_columns
+from speed_layer.visit_seed import seed
+from speed_layer.visits import dimensions_mark
+from stores.redis import keys, visit_state
+from views import Dimension, all_views, fingerprint, input_columns, sessions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,6 +80,8 @@ class SpeedJob:
         # The views are fixed for the life of the job: a view declared later is counted from the
         # first generation opened after a restart (the API says "not ready" until then).
         self.views = all_views()
+        self.dimensions = [v for v in self.views if isinstance(v, Dimension)]
+        self.function_views = [v for v in self.views if not isinstance(v, Dimension)]
         self.view_marks = sorted(keys.view_mark(v.name, fingerprint(v)) for v in self.views)
         self.input_columns = input_columns(self.views, self.spark)
         self.dedup = ScanDedup(self.spark, settings)
@@ -97,6 +101,19 @@ class SpeedJob:
         active = self.registry.ensure_hot_copy()
         start = starting_offsets(self.settings, self.registry, active)
         log.info("active generations %s; a fresh checkpoint starts at %s", active, start or "the log start")
+        if sessions.counts_visits(self.dimensions):
+            fresh = not self._checkpoint_exists()
+            if not fresh and visit_state.read_meta(self.redis).dims != dimensions_mark(self.dimensions):
+                # A state of other dimensions (or none: an upgrade) cannot be continued.
+                log.warning(
+                    "the visit state does not match the declared views: rebuilding the realtime views"
+                )
+                from speed_layer.rebuild import reset
+
+                reset(self)
+                fresh = True
+            if fresh:
+                seed(self, start)
         # States this JVM holds for the query are from before this start: rebuilt from the log.
         self.dedup.forget()
         return start_query(self.spark, self.settings, start, self.input_columns, self.process, available_now)
@@ -176,7 +193,15 @@ class SpeedJob:
         """Commit the micro-batch with its batch id (:meth:`Committer.commit`)."""
         return self.committer.commit(batch_id, prev_offsets, end_offsets, batch.report, batch.rows_for)
 
+    def visit_watermark_ms(self) -> int:
+        """The visit state's watermark as committed (speed_layer.visits.Horizon)."""
+        return redis_call(lambda: visit_state.read_meta(self.redis)).watermark_ms
+
     # --- plumbing ------------------------------------------------------------------------------------
+    def _checkpoint_exists(self) -> bool:
+        fs, path = hadoop_path(self.spark, f"{self.settings.speed_checkpoint_uri.rstrip('/')}/offsets")
+        return bool(fs.exists(path))
+
     def _batch_offsets(self, batch_id: int) -> Offsets:
         """End offsets of ``batch_id`` from the checkpoint's offset log (written before the batch
         runs, so it is there for the batch being processed and every earlier one still kept)."""

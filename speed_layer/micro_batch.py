@@ -31,7 +31,9 @@ from ingest.producer import dlq_key
 from speed_layer.dedup import DUPLICATE_COLUMN
 from speed_layer.progress import BatchReport
 from speed_layer.stream import at_or_past
-from views import compute
+from speed_layer.visits import Horizon, meta_row, visit_rows
+from views import compute, sessions
+from views.shared_pass import assemble, count_events, keyed_events
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DLQ_SOURCE = "speed-layer"
+TAGS = "_tags"
+"""The active generations whose cut a record is at or past."""
 
 
 class MicroBatch:
@@ -57,6 +61,8 @@ class MicroBatch:
         self.records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
         self._dead_lettered = False
         self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
+        self.watermark_ms = job.visit_watermark_ms()
+        """The visit state's watermark before this micro-batch (speed_layer.visits.Horizon)."""
 
     def rows_for(self, active: dict[int, Offsets]) -> list[Any]:
         """The view rows for the ``active`` generations (one Spark job, run again only for another
@@ -76,6 +82,8 @@ class MicroBatch:
         self.report.phases["views"] = self.report.phases.get("views", 0.0) + (
             time.monotonic() - t0 - sum(rebuilds)
         )
+        if sessions.counts_visits(self.job.dimensions):
+            rows = [*rows, self._visit_meta(metrics["log_time_ms"])]
         self.report.rows = int(metrics["rows"])
         self.report.invalid = int(metrics["invalid"])
         self.report.duplicates = int(metrics["duplicates"])
@@ -83,6 +91,14 @@ class MicroBatch:
             self._dead_letter(metrics["dead"])
             self._dead_lettered = True
         return rows
+
+    def _visit_meta(self, newest: Any) -> dict[str, Any]:
+        """The row that tells the commit the visit state's new watermark (the newest log-append
+        time of the records committed with this batch) and which visits left it."""
+        settings = self.job.settings
+        newest_ms = 0 if newest is None else int(newest)
+        horizon = Horizon(self.watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
+        return meta_row(max(self.watermark_ms, newest_ms), horizon.drop_before_us)
 
     def _job(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any]]:
         """The job itself, built anew for each run (a plan that failed keeps its failed broadcast):
@@ -99,6 +115,7 @@ class MicroBatch:
             F.count(INVALID_COLUMN).alias("invalid"),
             F.count_if(F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))).alias("duplicates"),
             # JSON text: an observation hands a list of structs back as a JVM object.
+            F.max(F.unix_millis("log_time")).alias("log_time_ms"),
             F.collect_list(
                 F.when(
                     invalid,
@@ -114,21 +131,48 @@ class MicroBatch:
             ).alias("dead"),
         )
         single = self.records <= settings.speed_single_partition_rows
-        if not single:
-            # The broadcast tables of once_per_value dimensions would read the scan again.
+        visits = sessions.counts_visits(self.job.dimensions)
+        if not single or visits:
+            # The broadcast tables of once_per_value dimensions, and the visit state's read of the
+            # visitor-days the batch touches, would read the scan again.
             observed = observed.localCheckpoint(eager=True)
         try:
             counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
             tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
-            tagged = counted.select("*", F.explode(tags).alias("gen")).where(F.col("gen").isNotNull())
-            # The realtime views keep page views and sketches: no exact visitor count (sink).
-            view_rows = compute(
-                tagged, self.job.views, settings.hll_lg_k, ["gen"], single, exact_visitors=False
-            )
-            return view_rows.collect(), observation.get
+            tagged = counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull()))
+            rows = self._view_rows(tagged, active, single).collect()
+            return rows, observation.get
         finally:
-            if not single:
+            if not single or visits:
                 observed.unpersist()
+
+    def _view_rows(self, tagged: DataFrame, active: dict[int, Offsets], single: bool) -> DataFrame:
+        """The realtime view rows of the tagged events (page views and sketches, no exact visitor
+        count: the sink keeps none), with the visits' deltas and the visit state's rows
+        (speed_layer.visits): the shared pass's stages, grouped by generation."""
+        from pyspark.sql import functions as F
+
+        settings, dims = self.job.settings, self.job.dimensions
+        keyed = keyed_events(tagged, dims, [TAGS, "kafka_partition"], single)
+        by_gen = keyed.select(F.explode(TAGS).alias("gen"), *[c for c in keyed.columns if c != TAGS])
+        deltas, extra = None, None
+        if sessions.counts_visits(dims):
+            horizon = Horizon(self.watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
+            deltas, extra = visit_rows(keyed, dims, active, horizon, settings.redis_url)
+        levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
+        rows = assemble(levels, dims, ["gen"])
+        if self.job.function_views:
+            rows = rows.unionByName(
+                compute(
+                    tagged.select("*", F.explode(TAGS).alias("gen")),
+                    self.job.function_views,
+                    settings.hll_lg_k,
+                    ["gen"],
+                    single,
+                    exact_visitors=False,
+                )
+            )
+        return rows if extra is None else rows.unionByName(extra, allowMissingColumns=True)
 
     def _dead_letter(self, dead: Any) -> None:
         """Send the invalid records (JSON text each, ``dead``: a list or the JVM's sequence)."""

@@ -10,18 +10,30 @@ log end. The background job then continues from the new checkpoint.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from config.spark import hadoop_path
-from speed_layer.job import SpeedJob
-from stores.redis import keys
+
+if TYPE_CHECKING:
+    from speed_layer.job import SpeedJob
+from stores.redis import keys, visit_state
 from stores.redis.teardown import drop_generations, realtime_generations
 
 log = logging.getLogger(__name__)
 
 
 def rebuild(settings: Settings) -> None:
+    from speed_layer.job import SpeedJob
+
     job = SpeedJob(settings)
+    reset(job)
+    job.run(available_now=True)
+
+
+def reset(job: SpeedJob) -> None:
+    """Forget the realtime views of every active generation, the speed layer's commit, its
+    checkpoint and its visit state: the next start counts from the cuts again."""
     active = job.registry.ensure_hot_copy()
     stale = realtime_generations(job.redis) | set(active)
     dropped = drop_generations(job.redis, stale)
@@ -33,7 +45,7 @@ def rebuild(settings: Settings) -> None:
         dropped,
         sorted(stale),
     )
-    job.run(available_now=True)
+    visit_state.clear(job.redis, "")
 
 
 def _delete_checkpoint(job: SpeedJob) -> None:

@@ -48,11 +48,62 @@ Txn = TypeVar("Txn", contravariant=True)
 # do not add up across micro-batches.
 PV = "pv"
 SKETCH = "sk"
+VISIT_FIELDS = ("vi", "bo", "du", "vv")
+"""Visits, bounces, total duration (ms), views in visits (views.sessions): ``vi`` and ``vi:HH`` ...
+per day and hour, increments that may be negative (retractions)."""
 
 
 def hour_field(kind: str, hour: int) -> str:
     """``pv:07`` / ``sk:07``: the hourly field of a realtime hash."""
     return f"{kind}:{hour:02d}"
+
+
+@dataclass(frozen=True)
+class RealtimeWrite:
+    """What one view row (views.rows) adds to its realtime hash: increments per field, sketches to
+    union per field, and its key's ranking score (page views; visits for a view of visits only)."""
+
+    increments: dict[str, int]
+    sketches: dict[str, bytes]
+    score: int
+
+
+def realtime_write(row: Any) -> RealtimeWrite:
+    """The fields a view row writes (the one mapping every realtime store applies): page views and
+    their sketches where the row has page views, visit metrics where they are not zero."""
+    increments: dict[str, int] = {}
+    found: dict[str, bytes] = {}
+    pv = int(row["pv"])
+    if pv:
+        increments[PV] = pv
+        found[SKETCH] = bytes(row["sk"])
+    for name in VISIT_FIELDS:
+        if n := _metric(row, name):
+            increments[name] = n
+    for h in row["hours"]:
+        hour = h["hour"]
+        if h["pv"]:
+            increments[hour_field(PV, hour)] = int(h["pv"])
+            found[hour_field(SKETCH, hour)] = bytes(h["sk"])
+        for name in VISIT_FIELDS:
+            if n := _metric(h, name):
+                increments[hour_field(name, hour)] = n
+    return RealtimeWrite(increments, found, ranking_score(row))
+
+
+def ranking_score(row: Any) -> int:
+    """What a day's ranking orders a row's key by: its page views, or, for a view of visits only
+    (the entry and exit pages, which count no page views), its visits."""
+    return int(row["pv"]) or _metric(row, "vi")
+
+
+def _metric(row: Any, name: str) -> int:
+    """A visit metric of a row or hour (0 when the row has none: a view without visits)."""
+    try:
+        value = row[name]
+    except (KeyError, ValueError, IndexError):
+        return 0
+    return int(value or 0)
 
 
 def view_mark(name: str, fingerprint: str) -> str:

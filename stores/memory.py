@@ -26,7 +26,15 @@ from serving_layer.model import (
     Served,
     SpeedCommit,
 )
-from stores.base import PV, SKETCH, BatchDoc, DocRef, Entry, WrittenViews, hour_field
+from stores.base import (
+    VISIT_FIELDS,
+    BatchDoc,
+    DocRef,
+    Entry,
+    WrittenViews,
+    ranking_score,
+    realtime_write,
+)
 from views.rows import HOURS
 from views.sketches import union_bytes
 
@@ -43,7 +51,28 @@ def batch_doc_of(row: Any) -> BatchDoc:
         h_pv[hour], h_uv[hour] = int(h["pv"]), int(h["uv"])
         h_sk[hour] = None if h["sk"] is None else bytes(h["sk"])
     sk = row["sk"]
-    return BatchDoc(int(row["pv"]), int(row["uv"]), None if sk is None else bytes(sk), h_pv, h_uv, h_sk)
+    visits: tuple[int, int, int, int] | None = None
+    h_visits: list[tuple[int, int, int, int]] | None = None
+    if _field(row, "vi") is not None:
+        visits = _visit_values(row)
+        h_visits = [(0, 0, 0, 0)] * HOURS
+        for h in row["hours"]:
+            h_visits[h["hour"]] = _visit_values(h)
+    return BatchDoc(
+        int(row["pv"]), int(row["uv"]), None if sk is None else bytes(sk), h_pv, h_uv, h_sk, visits, h_visits
+    )
+
+
+def _field(row: Any, name: str) -> Any:
+    try:
+        return row[name]
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def _visit_values(row: Any) -> tuple[int, int, int, int]:
+    vi, bo, du, vv = (int(_field(row, m) or 0) for m in VISIT_FIELDS)
+    return vi, bo, du, vv
 
 
 @dataclass
@@ -109,7 +138,7 @@ class MemoryBatchStore:
             if row["day"] not in wanted[view]:
                 continue
             self.docs[(view, gen, row["key"], row["day"])] = batch_doc_of(row)
-            entries[view].append((row["day"], row["key"], int(row["pv"])))
+            entries[view].append((row["day"], row["key"], ranking_score(row)))
         return WrittenViews(entries, 0.0, sum(len(e) for e in entries.values()))
 
     def write_rankings(self, view: str, gen: int, written: Iterable[Entry], days: Iterable[str] = ()) -> None:
@@ -181,12 +210,12 @@ class MemoryRealtimeSink:
 
     def add(self, gen: int, view: str, row: Any) -> None:
         at = (gen, view, row["key"], row["day"])
-        self._pv[at][PV] += int(row["pv"])
-        self._sketches[at][SKETCH].append(bytes(row["sk"]))
-        for h in row["hours"]:
-            self._pv[at][hour_field(PV, h["hour"])] += int(h["pv"])
-            self._sketches[at][hour_field(SKETCH, h["hour"])].append(bytes(h["sk"]))
-        self._ranks[(gen, view, row["day"])][row["key"]] += int(row["pv"])
+        write = realtime_write(row)
+        for f, n in write.increments.items():
+            self._pv[at][f] += n
+        for f, sketch in write.sketches.items():
+            self._sketches[at][f].append(sketch)
+        self._ranks[(gen, view, row["day"])][row["key"]] += write.score
 
     def prepare(self) -> None:
         """Nothing to read ahead: the flush's writes read the store when they run."""
@@ -221,6 +250,8 @@ class MemoryRealtimeStore:
     stats: dict[str, object] | None = None
     views: dict[int, frozenset[str]] = field(default_factory=dict)
     """generation -> the views (``name@fingerprint``) the speed layer counted it with."""
+    visit_flags: dict[int, set[str]] = field(default_factory=dict)
+    """generation -> ``{site}|{day}`` whose realtime visits may not be exact."""
     down: bool = False
 
     def _check(self) -> None:
@@ -238,6 +269,7 @@ class MemoryRealtimeStore:
             [self._fields(g, h) for h in hashes],
             [sorted(self.ranks.get((g, r.view, r.day), {}).items()) for r in ranks],
             self.views.get(g),
+            frozenset(self.visit_flags.get(g, ())),
         )
 
     def _fields(self, gen: int, h: HashRead) -> dict[str, bytes]:

@@ -21,6 +21,8 @@ def describe(view: View) -> dict[str, Any]:
         "description": view.description,
         "per_site": view.per_site,
         "examples": list(view.examples) if isinstance(view, Dimension) else [],
+        "visits": isinstance(view, Dimension) and view.counts_visits,
+        "pageviews": not isinstance(view, Dimension) or view.counts_page_views,
     }
 
 

@@ -23,7 +23,8 @@ before it. That is exact because each summary's own views are gap-connected.
 Columns of a summary (:data:`SUMMARY_KEYS` plus): ``s_ts``/``e_ts`` first and last view's time in
 microseconds, ``s_id``/``e_id`` their event ids, ``first``/``last`` structs of the dimension keys
 taken from the first/last view (named by dimension), ``n`` views, ``tainted`` (speed layer only:
-the visit holds a view that arrived later than the state's horizon).
+the visit holds a view that arrived later than the state's horizon), and in the speed layer
+``p_lo``/``p_hi``, the Kafka partitions its views came from.
 """
 
 from __future__ import annotations
@@ -124,6 +125,11 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFram
         last["last"].alias("last"),
         F.sum("n").over(whole).alias("n"),
         F.max("tainted").over(whole).alias("tainted"),
+        *(
+            [F.min("p_lo").over(whole).alias("p_lo"), F.max("p_hi").over(whole).alias("p_hi")]
+            if "p_lo" in summaries.columns
+            else []
+        ),
         F.col("_starts").alias("lead"),
     )
     return numbered.withColumn(VISIT, visit).drop("_starts", "_n")
@@ -134,14 +140,17 @@ def merge(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
     (:func:`sessionised`'s lead rows)."""
     from pyspark.sql import functions as F
 
+    values = [*SUMMARY_VALUES, *(("p_lo", "p_hi") if "p_lo" in summaries.columns else ())]
     return (
         sessionised(summaries, by, gap_s)
         .where(F.col(f"{VISIT}.lead"))
-        .select(*by, *SUMMARY_KEYS, *[F.col(f"{VISIT}.{c}").alias(c) for c in SUMMARY_VALUES])
+        .select(*by, *SUMMARY_KEYS, *[F.col(f"{VISIT}.{c}").alias(c) for c in values])
     )
 
 
 SUMMARY_VALUES = ("s_ts", "s_id", "e_ts", "e_id", "first", "last", "n", "tainted")
+"""A summary's values beside its visitor-day (and, in the speed layer, ``p_lo``/``p_hi``: the
+lowest and highest Kafka partition its views came from)."""
 
 
 def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:

@@ -17,7 +17,7 @@ A view that counts visits (views.sessions) also stores their day totals as field
 ``du``, ``vv``) and their hours packed in ``v`` (:func:`pack_visit_hours`).
 
 Beside the (key, day) documents, every recomputed day has a **ranking**: the day's keys sorted by
-page views (visits, for the entry and exit pages: :func:`ranking_score`)
+page views (visits, for the entry and exit pages: stores.base.ranking_score)
 (``_id = "{day}|#rank"``, continued in ``"{day}|#rank:1"``, ... for very many keys), so
 that "top N" reads one or a few documents per day instead of every key's.
 """
@@ -89,12 +89,6 @@ def _get(row: Any, name: str) -> Any:
         return row[name]
     except (KeyError, ValueError, IndexError):
         return None
-
-
-def ranking_score(row: Any) -> int:
-    """What a day's ranking orders a row's key by: its page views, or, for a view of visits only
-    (the entry and exit pages, which count no page views), its visits."""
-    return int(row["pv"]) or int(_get(row, "vi") or 0)
 
 
 def pack_visit_hours(hours: Any) -> bytes:

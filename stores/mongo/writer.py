@@ -22,7 +22,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from stores.base import Entry, WrittenViews
+from stores.base import Entry, WrittenViews, ranking_score
 from stores.mongo.codec import (
     INLINE_SKETCHES_MAX,
     collection_name,
@@ -34,7 +34,6 @@ from stores.mongo.codec import (
     rank_document_id,
     rank_documents,
     ranking_from_chunks,
-    ranking_score,
     row_to_documents,
 )
 from stores.mongo.ferretdb import ensure_id_indexes

@@ -13,6 +13,7 @@ from generations.model import SpeedCommit as SpeedCommit
 # whatever store keeps them (stores.base); Redis keeps them as they are.
 from stores.base import PV as PV
 from stores.base import SKETCH as SKETCH
+from stores.base import VISIT_FIELDS as VISIT_FIELDS
 from stores.base import hour_field as hour_field
 from stores.base import view_mark as view_mark
 
@@ -64,6 +65,7 @@ def decode_commit(raw: bytes | str | None) -> SpeedCommit:
 #   pv:HH   page views in hour HH, 00-23     (HINCRBY)
 #   sk      HLL sketch of the day's visitors (DataSketches bytes, read-union-write)
 #   sk:HH   HLL sketch of hour HH's visitors
+#   vi bo du vv, vi:HH ...   visits, bounces, duration (ms), views in visits  (HINCRBY, may be < 0)
 # Exact distinct counts are not kept in realtime: they do not add up across micro-batches.
 # Beside them, one sorted set per (generation, view, day) ranks the keys by the day's page views,
 # so "top N" never scans hashes.

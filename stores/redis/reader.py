@@ -57,6 +57,7 @@ from serving_layer.model import (
     SpeedCommit,
 )
 from stores.redis import keys
+from stores.redis.visit_state import flags_key
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 5
@@ -214,6 +215,7 @@ class RedisRealtimeReader:
         for r in ranks:
             queue("ZRANGE", keys.realtime_rank_key(gen, r.view, r.day), 0, -1, "WITHSCORES")
         queue("SMEMBERS", keys.realtime_views_key(gen))
+        queue("SMEMBERS", flags_key(gen))
         return await pipe.execute()
 
     async def _snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
@@ -240,8 +242,11 @@ class RedisRealtimeReader:
                 {f: v for f, v in zip(h.fields, values, strict=True) if v is not None}
                 for h, values in zip(hashes, results[2 : 2 + n], strict=True)
             ]
-            rank_values = [[(m.decode(), s) for m, s in entries] for entries in results[2 + n : -1]]
-            return RealtimeSnapshot(served, commit, hash_values, rank_values, _decode_views(results[-1]))
+            rank_values = [[(m.decode(), s) for m, s in entries] for entries in results[2 + n : -2]]
+            flags = frozenset(m.decode() if isinstance(m, bytes) else str(m) for m in results[-1] or ())
+            return RealtimeSnapshot(
+                served, commit, hash_values, rank_values, _decode_views(results[-2]), flags
+            )
         raise RealtimeUnavailable(f"the served generation changed {MAX_ATTEMPTS} times during one query")
 
     async def speed_stats(self) -> dict[str, object] | None:

@@ -5,7 +5,8 @@ micro-batch for one generation, :meth:`RedisRealtimeSink.flush` queues every wri
 the micro-batch's commit transaction, so the increments land together with the batch id and end
 offsets or not at all.
 
-Page views are increments (HINCRBY), which commute. Sketches are not: a new sketch is the union of
+Page views and the visit metrics are increments (HINCRBY, the visits' may be negative: views.sessions),
+which commute. Sketches are not: a new sketch is the union of
 the stored one and the micro-batch's, so the sink reads the stored sketches first
 (:meth:`RedisRealtimeSink.prepare`), outside the transaction. That read is safe because the speed job is the
 only writer of realtime keys, and the transaction that follows is guarded by WATCH on the
@@ -22,6 +23,7 @@ from typing import Any
 
 import redis
 
+from stores.base import realtime_write
 from stores.redis import keys
 from views.sketches import union_bytes
 
@@ -49,17 +51,17 @@ class RedisRealtimeSink:
         """One view row (key, day, pv, uv, sk, hours) of this micro-batch for generation ``gen``."""
         key = keys.realtime_key(gen, view, row["key"], row["day"])
         pending = self._pending[key]
-        pending.pv[keys.PV] += int(row["pv"])
-        pending.sketches[keys.SKETCH].append(bytes(row["sk"]))
-        for h in row["hours"]:
-            pending.pv[keys.hour_field(keys.PV, h["hour"])] += int(h["pv"])
-            pending.sketches[keys.hour_field(keys.SKETCH, h["hour"])].append(bytes(h["sk"]))
-        self._ranks[keys.realtime_rank_key(gen, view, row["day"])][row["key"]] += int(row["pv"])
+        write = realtime_write(row)
+        for f, n in write.increments.items():
+            pending.pv[f] += n
+        for f, sketch in write.sketches.items():
+            pending.sketches[f].append(sketch)
+        self._ranks[keys.realtime_rank_key(gen, view, row["day"])][row["key"]] += write.score
         self._gens.add(gen)
 
     def prepare(self) -> None:
         """Fetch the stored sketches this batch will union into, in one pipelined round trip."""
-        wanted = [(key, list(p.sketches)) for key, p in self._pending.items()]
+        wanted = [(key, list(p.sketches)) for key, p in self._pending.items() if p.sketches]
         with self.client.pipeline(transaction=False) as pipe:
             for key, fields in wanted:
                 pipe.hmget(key, fields)
@@ -74,7 +76,10 @@ class RedisRealtimeSink:
         """Queue every write into ``pipe`` (in MULTI); returns the number of realtime keys written."""
         for key, p in self._pending.items():
             for f, n in p.pv.items():
-                pipe.hincrby(key, f, n)
+                if n:
+                    pipe.hincrby(key, f, n)
+            if not p.sketches:
+                continue
             pipe.hset(
                 key,
                 mapping={
@@ -84,7 +89,8 @@ class RedisRealtimeSink:
             )
         for rank_key, counts in self._ranks.items():
             for member, n in counts.items():
-                pipe.zincrby(rank_key, n, member)
+                if n:
+                    pipe.zincrby(rank_key, n, member)
         if self._gens:
             pipe.sadd(keys.REALTIME_GENS, *sorted(self._gens))
         return len(self._pending)

@@ -1,0 +1,291 @@
+"""The speed layer's visits: a micro-batch's page views merged into the open visits of the
+visitor-days they touch, and the realtime deltas, retractions included, of every active generation.
+
+The realtime visits of generation ``g`` must be, per visitor-day, the visits of every committed
+page view minus the visits of those below ``g``'s cut (which ``g``'s batch views hold): then batch
+plus realtime is the visits of all of them, whatever a late view merged or stretched. A
+micro-batch adds for ``g``, per visitor-day it touches:
+
+    visits(state + batch's views) - visits(state + batch's views below g's cut)
+
+where ``state`` holds the visits of every earlier view (stores.redis.visit_state). Summed over the
+micro-batches this telescopes to exactly the difference above, because a Kafka partition is read in
+offset order: once a view of a visitor-day is at or past a cut, every later view of it is too (the
+platform's producers key a visitor's views to one partition; a visit whose views came from two
+partitions is flagged instead). Both sides are computed by the one definition
+(views.sessions.merge) as *variants* of the same rows: variant -1 (every view) and, per active
+generation, the views not at or past its cut. The credited rows of variant -1's visits count +1
+for every generation, those of variant ``g``'s visits -1 for ``g``: visits that did not change
+cancel out in the aggregation, and what remains is the retraction of the old visits and the
+addition of the new ones.
+
+The state of the visitor-days a micro-batch touches is read by Spark's executors
+(:func:`stores.redis.visit_state.load`, in ``mapInArrow``) and its new value comes back with the
+view rows, to be committed in the same transaction (speed_layer.commit).
+
+**The horizon.** A visit leaves the state once its last view is ``visit_lateness_s`` plus the
+session gap behind the watermark (the newest log-append time committed before the micro-batch).
+A view whose event time is more than ``visit_lateness_s`` behind the watermark may belong to a
+visit that left: it is merged with what is left, its visit is marked tainted, and the (site, day)
+of every tainted visit a micro-batch touches is flagged for every active generation, so answers
+say those visits are not exact until the next batch run recomputes the day. A view within the
+horizon can never belong to a visit that left (its distance to any such visit exceeds the gap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from generations.model import Offsets
+from stores.redis.visit_state import VisitStateSink
+from views import sessions
+from views.dimension import Dimension
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+STATE_VIEW = "#visit-state"
+"""Collected rows that carry a visitor-day's new state (``aux``: JSON list of visits)."""
+FLAG_VIEW = "#visit-flag"
+"""Collected rows that flag a (generation, site, day) whose realtime visits may not be exact."""
+META_VIEW = "#visit-meta"
+"""The one row (added by the driver) with the state's new watermark and its drop cut-off."""
+MIN_US = -(2**62)
+
+
+def meta_row(watermark_ms: int, drop_before_us: int) -> dict[str, Any]:
+    return {"gen": None, "view": META_VIEW, "key": str(drop_before_us), "day": "", "aux": str(watermark_ms)}
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """The cut-offs of one micro-batch, from the watermark committed before it."""
+
+    watermark_ms: int
+    lateness_s: int
+    gap_s: int
+
+    @property
+    def late_before_us(self) -> int:
+        """Views with an event time before this are later than the horizon."""
+        if self.watermark_ms <= 0:
+            return MIN_US
+        return (self.watermark_ms - self.lateness_s * 1000) * 1000
+
+    @property
+    def drop_before_us(self) -> int:
+        """Visits that ended before this have left the state."""
+        return max(MIN_US, self.late_before_us - self.gap_s * 1_000_000)
+
+
+def dimensions_mark(dimensions: Sequence[Dimension]) -> str:
+    """The dimensions a state stores first and last keys for (a state of others is rebuilt)."""
+    first = ",".join(d.name for _, d in sessions.first_keyed(dimensions))
+    last = ",".join(d.name for _, d in sessions.last_keyed(dimensions))
+    return f"first:{first};last:{last}"
+
+
+def state_schema(dimensions: Sequence[Dimension]) -> str:
+    """The Spark schema (DDL) of the stored visits as :func:`loader` returns them."""
+
+    def keys(dims: list[tuple[int, Dimension]]) -> str:
+        return ",".join(f"`{d.name}`:string" for _, d in dims) or "`_`:string"
+
+    return (
+        "site string, visitor_id string, day string, s_ts bigint, s_id string, e_ts bigint, "
+        f"e_id string, first struct<{keys(sessions.first_keyed(dimensions))}>, "
+        f"last struct<{keys(sessions.last_keyed(dimensions))}>, n bigint, tainted boolean, "
+        "p_lo int, p_hi int"
+    )
+
+
+def loader(
+    redis_url: str, drop_before_us: int, arrow_schema: Callable[[], pa.Schema]
+) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that reads the state of the touched visitor-days (site,
+    visitor_id, day) in an executor."""
+
+    def load(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+        import redis
+
+        from stores.redis import visit_state
+
+        schema = arrow_schema()
+        client = redis.Redis.from_url(redis_url, socket_timeout=30)
+        try:
+            for batch in batches:
+                touched = list(
+                    zip(
+                        batch.column("site").to_pylist(),
+                        batch.column("visitor_id").to_pylist(),
+                        batch.column("day").to_pylist(),
+                        strict=True,
+                    )
+                )
+                rows = list(visit_state.load(client, touched, drop_before_us))
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        finally:
+            client.close()
+
+    return load
+
+
+def _arrow_schema_of(dimensions: Sequence[Dimension]) -> Callable[[], pa.Schema]:
+    first = [d.name for _, d in sessions.first_keyed(dimensions)] or ["_"]
+    last = [d.name for _, d in sessions.last_keyed(dimensions)] or ["_"]
+
+    def build() -> pa.Schema:
+        import pyarrow as pa
+
+        return pa.schema(
+            [
+                ("site", pa.string()),
+                ("visitor_id", pa.string()),
+                ("day", pa.string()),
+                ("s_ts", pa.int64()),
+                ("s_id", pa.string()),
+                ("e_ts", pa.int64()),
+                ("e_id", pa.string()),
+                ("first", pa.struct([(n, pa.string()) for n in first])),
+                ("last", pa.struct([(n, pa.string()) for n in last])),
+                ("n", pa.int64()),
+                ("tainted", pa.bool_()),
+                ("p_lo", pa.int32()),
+                ("p_hi", pa.int32()),
+            ]
+        )
+
+    return build
+
+
+def visit_rows(
+    keyed: DataFrame,
+    dimensions: Sequence[Dimension],
+    active: dict[int, Offsets],
+    horizon: Horizon,
+    redis_url: str,
+) -> tuple[DataFrame, DataFrame]:
+    """(delta rows, state and flag rows) of a micro-batch's keyed page views
+    (views.shared_pass.keyed_events grouped by ``_tags``, the generations each view is at or past
+    the cut of, and ``kafka_partition``).
+
+    The delta rows are views.sessions.visit_entries' rows per ``gen`` (to be summed with the page
+    views: views.shared_pass.count_events); the others are (gen, view, key, day, aux) rows of
+    :data:`STATE_VIEW` and :data:`FLAG_VIEW`."""
+    from pyspark.sql import functions as F
+
+    gens = sorted(active)
+    gap_s = horizon.gap_s
+    part = F.col("kafka_partition").cast("int")
+    events = sessions.as_summaries(keyed, dimensions).select(
+        *sessions.SUMMARY_KEYS,
+        "s_ts",
+        "s_id",
+        "e_ts",
+        "e_id",
+        "first",
+        "last",
+        "n",
+        (F.col("ts_us") < F.lit(horizon.late_before_us)).alias("tainted"),
+        part.alias("p_lo"),
+        part.alias("p_hi"),
+        "_tags",
+    )
+    variants = F.array(F.lit(-1), *[F.when(~F.array_contains("_tags", g), F.lit(g)) for g in gens])
+    events = events.select("*", F.explode(variants).alias("variant")).where(F.col("variant").isNotNull())
+    touched = keyed.select("site", "visitor_id", F.date_format("day", "yyyy-MM-dd").alias("day")).distinct()
+    state = touched.mapInArrow(
+        loader(redis_url, horizon.drop_before_us, _arrow_schema_of(dimensions)), state_schema(dimensions)
+    ).withColumn("day", F.to_date("day"))
+    state = state.select("*", F.explode(F.array(*[F.lit(g) for g in (-1, *gens)])).alias("variant"))
+    rows = events.drop("_tags").unionByName(state)
+    lead = sessions.sessionised(rows, ["variant"], gap_s).where(F.col(f"{sessions.VISIT}.lead"))
+
+    every = F.col("variant") == -1
+    gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))
+    sign = F.when(every, F.lit(1)).otherwise(F.lit(-1))
+    deltas = lead.select("day", sessions.VISIT, gen.alias("gen"), sign.alias("_sign")).select(
+        "gen", "day", F.inline(sessions.visit_entries(dimensions, F.col("_sign")))
+    )
+
+    visit = F.col(sessions.VISIT)
+    current = lead.where(every)
+    day = F.date_format("day", "yyyy-MM-dd")
+    fields = [visit[f].alias(f) for f in ("s_ts", "s_id", "e_ts", "e_id", "first", "last", "n", "tainted")]
+    fields += [visit["p_lo"].alias("p_lo"), visit["p_hi"].alias("p_hi")]
+    new_state = (
+        current.groupBy("site", "visitor_id", "day")
+        .agg(F.to_json(F.collect_list(F.struct(*fields))).alias("aux"))
+        .select(
+            F.lit(None).cast("int").alias("gen"),
+            F.lit(STATE_VIEW).alias("view"),
+            F.concat_ws("|", "site", "visitor_id").alias("key"),
+            day.alias("day"),
+            "aux",
+        )
+    )
+    doubtful = visit["tainted"] | (visit["p_lo"] != visit["p_hi"])
+    flags = (
+        current.where(doubtful)
+        .select("site", day.alias("day"))
+        .distinct()
+        .select(
+            F.explode(F.array(*[F.lit(g) for g in gens])).alias("gen"),
+            F.lit(FLAG_VIEW).alias("view"),
+            F.col("site").alias("key"),
+            "day",
+            F.lit(None).cast("string").alias("aux"),
+        )
+    )
+    return deltas, new_state.unionByName(flags)
+
+
+@dataclass
+class VisitUpdate:
+    """What a micro-batch changes in the visit state, from its collected rows."""
+
+    states: list[tuple[str, str, str, list[dict[str, Any]]]]
+    """(site, visitor, day, visits) per touched visitor-day."""
+    flags: list[tuple[int, str, str]]
+    """(generation, site, day) whose realtime visits may not be exact."""
+    watermark_ms: int | None = None
+    drop_before_us: int | None = None
+
+    def sink(self, client: redis.Redis) -> VisitStateSink | None:
+        """The state's sink for this update (None when the batch carried no visit state)."""
+        if self.watermark_ms is None or self.drop_before_us is None:
+            return None
+        sink = VisitStateSink(client, self.drop_before_us, self.watermark_ms)
+        for site, visitor, day, visits in self.states:
+            sink.add_state(site, visitor, day, visits)
+        for gen, site, day in self.flags:
+            sink.add_flag(gen, site, day)
+        return sink
+
+
+def split(rows: Sequence[Any]) -> tuple[list[Any], VisitUpdate]:
+    """The view rows of a micro-batch's collected rows, and its visit state update."""
+    import json
+
+    views: list[Any] = []
+    states: list[tuple[str, str, str, list[dict[str, Any]]]] = []
+    flags: list[tuple[int, str, str]] = []
+    update = VisitUpdate(states, flags)
+    for row in rows:
+        view = row["view"]
+        if view == META_VIEW:
+            update.watermark_ms, update.drop_before_us = int(row["aux"]), int(row["key"])
+        elif view == STATE_VIEW:
+            site, _, visitor = str(row["key"]).partition("|")
+            states.append((site, visitor, row["day"], json.loads(row["aux"])))
+        elif view == FLAG_VIEW:
+            flags.append((int(row["gen"]), row["key"], row["day"]))
+        else:
+            views.append(row)
+    return views, update

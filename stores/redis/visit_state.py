@@ -1,0 +1,154 @@
+"""The speed layer's visit state on Redis: the open visits of every visitor-day, both halves.
+
+What the state holds (views.sessions has the definition): for each visitor-day, the summaries of
+the visits of every page view the speed layer has committed (and, after a fresh start, of the
+master dataset's events before its first offset), as long as a visit may still change: a visit is
+dropped once its last view is more than the lateness horizon plus the session gap behind the
+newest log-append time (the **watermark**). A page view later than the horizon may belong to a
+visit that was dropped; the speed layer still merges it but marks the visit tainted and flags its
+buckets (:func:`flags_key`).
+
+Layout:
+
+- ``lambda:vs:{day}|{site}|{visitor}``: JSON list of the visitor-day's visits, each an object of
+  :data:`FIELDS` (microsecond times, the dimension keys of the first and last view by dimension
+  name, the Kafka partitions its views came from);
+- ``lambda:vs:#ends``: sorted set of those keys by their latest visit end, so visitor-days whose
+  every visit is past the horizon go without a scan;
+- ``lambda:vs:#meta``: hash of ``watermark_ms`` (newest log-append time committed) and ``dims``
+  (the dimensions the first/last keys are stored for: a state of other dimensions is rebuilt).
+
+The read half (:func:`load`) runs in Spark's executors for the visitor-days a micro-batch touches;
+the write half (:class:`VisitStateSink`) queues the new summaries into the micro-batch's commit
+transaction, so the state and the realtime views change together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from stores.redis.keys import REALTIME_PREFIX
+
+PREFIX = "lambda:vs:"
+ENDS = f"{PREFIX}#ends"
+META = f"{PREFIX}#meta"
+FIELDS = ("s_ts", "s_id", "e_ts", "e_id", "first", "last", "n", "tainted", "p_lo", "p_hi")
+"""A stored visit's values (views.sessions.SUMMARY_VALUES and the partitions)."""
+
+
+def state_key(site: str, visitor: str, day: str) -> str:
+    return f"{PREFIX}{day}|{site}|{visitor}"
+
+
+def flags_key(gen: int) -> str:
+    """Per generation, the set of ``{site}|{day}`` whose realtime visits may not be exact (a page
+    view later than the horizon, or a visitor's views on two Kafka partitions): the answer says so.
+    Under the generation's prefix, so it goes with the generation (stores.redis.teardown)."""
+    return f"{REALTIME_PREFIX}{gen}:#visitflags"
+
+
+def flag_member(site: str, day: str) -> str:
+    return f"{site}|{day}"
+
+
+@dataclass(frozen=True)
+class Meta:
+    watermark_ms: int = 0
+    dims: str = ""
+
+
+def read_meta(client: redis.Redis) -> Meta:
+    raw: Any = client.hgetall(META)
+    if not raw:
+        return Meta()
+    values = {(k.decode() if isinstance(k, bytes) else k): v for k, v in raw.items()}
+    dims = values.get("dims", b"")
+    return Meta(int(values.get("watermark_ms", 0)), dims.decode() if isinstance(dims, bytes) else str(dims))
+
+
+def clear(client: redis.Redis, dims: str, watermark_ms: int = 0) -> int:
+    """Drop the whole state (a fresh start rebuilds it) and record its dimensions; returns the
+    number of keys deleted."""
+    deleted = 0
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=f"{PREFIX}*", count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            deleted += int(client.delete(*batch))
+            batch = []
+    if batch:
+        deleted += int(client.delete(*batch))
+    client.hset(META, mapping={"watermark_ms": watermark_ms, "dims": dims})
+    return deleted
+
+
+def load(
+    client: redis.Redis, touched: Sequence[tuple[str, str, str]], drop_before_us: int
+) -> Iterator[dict[str, Any]]:
+    """The stored visits of the ``touched`` (site, visitor, day) visitor-days, each as a dict of
+    :data:`FIELDS` plus ``site``, ``visitor_id`` and ``day``; visits that ended before
+    ``drop_before_us`` are past the horizon and left out."""
+    if not touched:
+        return
+    raw = client.mget([state_key(site, visitor, day) for site, visitor, day in touched])
+    for (site, visitor, day), text in zip(touched, raw, strict=True):
+        if not text:
+            continue
+        for visit in json.loads(text):
+            if visit["e_ts"] >= drop_before_us:
+                yield {"site": site, "visitor_id": visitor, "day": day, **visit}
+
+
+@dataclass
+class VisitStateSink:
+    """One micro-batch's writes to the visit state, flushed inside the commit transaction."""
+
+    client: redis.Redis
+    drop_before_us: int
+    watermark_ms: int
+    _states: dict[str, tuple[str, int]] = field(default_factory=dict)
+    _empty: set[str] = field(default_factory=set)
+    _flags: dict[int, set[str]] = field(default_factory=dict)
+    _expired: list[bytes] = field(default_factory=list)
+
+    def add_state(self, site: str, visitor: str, day: str, visits: Iterable[dict[str, Any]]) -> None:
+        """The visitor-day's visits after this micro-batch (none: it has no open visit left)."""
+        kept = [{f: v[f] for f in FIELDS} for v in visits if v["e_ts"] >= self.drop_before_us]
+        key = state_key(site, visitor, day)
+        if kept:
+            self._states[key] = (json.dumps(kept, separators=(",", ":")), max(v["e_ts"] for v in kept))
+        else:
+            self._empty.add(key)
+
+    def add_flag(self, gen: int, site: str, day: str) -> None:
+        self._flags.setdefault(gen, set()).add(flag_member(site, day))
+
+    def prepare(self) -> None:
+        """Find the visitor-days whose every visit is past the horizon (read before the
+        transaction: the speed layer is the state's only writer)."""
+        found: Any = self.client.zrangebyscore(ENDS, "-inf", f"({self.drop_before_us}")
+        self._expired = list(found)
+
+    def flush(self, pipe: redis.client.Pipeline) -> int:
+        """Queue the writes into ``pipe`` (in MULTI); returns the number of visitor-days written."""
+        gone = [k for k in self._expired if (k.decode() if isinstance(k, bytes) else k) not in self._states]
+        for i in range(0, len(gone), 1000):
+            chunk = gone[i : i + 1000]
+            pipe.delete(*chunk)
+            pipe.zrem(ENDS, *chunk)
+        if self._empty:
+            pipe.delete(*self._empty)
+            pipe.zrem(ENDS, *self._empty)
+        for key, (text, _) in self._states.items():
+            pipe.set(key, text)
+        if self._states:
+            pipe.zadd(ENDS, {key: end for key, (_, end) in self._states.items()})
+        for gen, members in self._flags.items():
+            pipe.sadd(flags_key(gen), *sorted(members))
+        pipe.hset(META, "watermark_ms", self.watermark_ms)
+        return len(self._states)
