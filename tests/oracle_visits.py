@@ -180,28 +180,77 @@ def _value(row: Any, name: str) -> int | None:
     return None if value is None else int(value)
 
 
-def _metrics_of(row: Any) -> tuple[dict[str, int], list[dict[str, int]]]:
-    """(day totals, 24 hours) of a view row, a missing or null value read as 0."""
-    totals = {name: _value(row, name) or 0 for name in METRICS}
-    hours = _zero_hours()
+def add_row(buckets: VisitRecount, row: Any, sign: int = 1) -> None:
+    """Add a view row's visit metrics (a missing or null value read as 0), times ``sign``, into
+    ``buckets`` (rows of views it has no entry for are left out)."""
+    view = row["view"]
+    if view not in buckets:
+        return
+    ident = (row["key"], row["day"])
+    if ident not in buckets[view]:
+        buckets[view][ident] = VisitBucket()
+    b = buckets[view][ident]
+    for name in METRICS:
+        setattr(b, name, getattr(b, name) + sign * (_value(row, name) or 0))
     for h in row["hours"] or ():
         for name in METRICS:
-            hours[int(h["hour"])][name] = _value(h, name) or 0
-    return totals, hours
+            b.hours[int(h["hour"])][name] += sign * (_value(h, name) or 0)
+
+
+def sum_rows(rows: Iterable[Any], into: VisitRecount | None = None) -> VisitRecount:
+    """The visit metrics of view rows summed per (view, key, day): the realtime part is the sum of
+    every micro-batch's rows (deltas, retractions negative)."""
+    buckets: VisitRecount = {view: {} for view in VISIT_KEYS} if into is None else into
+    for row in rows:
+        add_row(buckets, row)
+    return buckets
+
+
+def combine(*parts: VisitRecount) -> VisitRecount:
+    """The bucket-wise sum of recounts (batch part + realtime part)."""
+    total: VisitRecount = {view: {} for view in VISIT_KEYS}
+    for part in parts:
+        for view, buckets in part.items():
+            for ident, b in buckets.items():
+                t = total.setdefault(view, {}).setdefault(ident, VisitBucket())
+                for name in METRICS:
+                    setattr(t, name, getattr(t, name) + getattr(b, name))
+                    for hour in range(24):
+                        t.hours[hour][name] += b.hours[hour][name]
+    return total
+
+
+def compare_recounts(expected: VisitRecount, got: VisitRecount) -> list[str]:
+    """The differences between two recounts of the views of ``expected``, one readable line per
+    bucket and level (day or hour); a bucket absent on one side equals one whose metrics are all 0
+    (a referrer with page views but no visit starting from it may or may not store zeros, and a
+    realtime bucket whose visits were all retracted sums to zeros)."""
+    problems: list[str] = []
+    zero = VisitBucket()
+    for view in expected:
+        have_view = got.get(view, {})
+        for ident in sorted(set(expected[view]) | set(have_view)):
+            want, have = expected[view].get(ident, zero), have_view.get(ident, zero)
+            if want.totals() != have.totals():
+                problems.append(f"{view} {ident}: day {_diff(want.totals(), have.totals())}")
+            for hour in range(24):
+                if want.hours[hour] != have.hours[hour]:
+                    problems.append(
+                        f"{view} {ident}: hour {hour} {_diff(want.hours[hour], have.hours[hour])}"
+                    )
+    return problems
 
 
 def compare_visits(expected: VisitRecount, rows: Iterable[Any], *, strict: bool = True) -> list[str]:
     """The differences between a recount and view rows (Spark Rows or mappings with ``view``,
-    ``key``, ``day``, ``vi``..``vv`` and ``hours``), one readable line each; empty when they agree.
+    ``key``, ``day``, ``vi``..``vv`` and ``hours``: one row per (view, key, day), as the batch
+    layer's), one readable line each; empty when they agree (:func:`compare_recounts`).
 
-    A bucket absent on one side equals one whose metrics are all 0 (a referrer with page views but
-    no visit starting from it may or may not have its visit metrics stored as 0). With ``strict``
-    the rows must also keep the shape of the definition: no visit metric on ``page`` rows (null),
-    and ``pv`` 0 on ``entry_page`` and ``exit_page`` rows."""
-    got: dict[str, dict[tuple[str, str], tuple[dict[str, int], list[dict[str, int]]]]] = {
-        view: {} for view in expected
-    }
+    With ``strict`` the rows must also keep the shape of the definition: no visit metric on
+    ``page`` rows (null), and ``pv`` 0 on ``entry_page`` and ``exit_page`` rows."""
     problems: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    got: VisitRecount = {view: {} for view in expected}
     for row in rows:
         view, ident = row["view"], (row["key"], row["day"])
         if strict and view == "page":
@@ -216,23 +265,11 @@ def compare_visits(expected: VisitRecount, rows: Iterable[Any], *, strict: bool 
                 problems.append(f"page {ident}: carries visit metrics {stored}")
         if strict and view in ("entry_page", "exit_page") and _value(row, "pv"):
             problems.append(f"{view} {ident}: pv {row['pv']}, expected 0")
-        if view not in got:
-            continue
-        if ident in got[view]:
+        if view in got and (view, *ident) in seen:
             problems.append(f"{view} {ident}: more than one row")
-        got[view][ident] = _metrics_of(row)
-    zero_hours = _zero_hours()
-    for view in expected:
-        for ident in sorted(set(expected[view]) | set(got[view])):
-            bucket = expected[view].get(ident)
-            want = (bucket.totals(), bucket.hours) if bucket else (dict.fromkeys(METRICS, 0), zero_hours)
-            have = got[view].get(ident, (dict.fromkeys(METRICS, 0), zero_hours))
-            if want[0] != have[0]:
-                problems.append(f"{view} {ident}: day {_diff(want[0], have[0])}")
-            for hour in range(24):
-                if want[1][hour] != have[1][hour]:
-                    problems.append(f"{view} {ident}: hour {hour} {_diff(want[1][hour], have[1][hour])}")
-    return problems
+        seen.add((view, *ident))
+        add_row(got, row)
+    return problems + compare_recounts(expected, got)
 
 
 def _diff(want: Mapping[str, int], have: Mapping[str, int]) -> str:
