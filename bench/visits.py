@@ -17,10 +17,13 @@ Target: visits add at most 35% to either layer's time (time with visits / time w
 from __future__ import annotations
 
 import argparse
+import itertools
+import statistics
 import time
 from dataclasses import replace
 from typing import Any
 
+import redis
 from rich.console import Console
 
 from bench.common import produce_generated, running_stack, write_result
@@ -83,7 +86,9 @@ def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> d
         spark.stop()
 
 
-def speed(base: Settings, console: Console, backlog: int, batch_size: int, min_seconds: float) -> dict[str, Any]:
+def speed(
+    base: Settings, console: Console, backlog: int, batch_size: int, min_seconds: float
+) -> dict[str, Any]:
     out: dict[str, Any] = {"backlog": backlog, "events_per_micro_batch": batch_size}
     rates: dict[str, float] = {}
     for label, on in (("with visits", True), ("without visits", False)):
@@ -97,6 +102,8 @@ def speed(base: Settings, console: Console, backlog: int, batch_size: int, min_s
         timed = _timed(console, proc, log_path, lambda r=r: committed(r)[1], end, min_seconds)  # type: ignore[misc]
         out[label] = timed
         rates[label] = timed["events_per_s"]
+        if on:
+            out["state"] = state_size(r, console)
     ratio = rates["without visits"] / rates["with visits"]
     console.print(
         f"speed layer: with visits {rates['with visits']:,.0f} events/s, without "
@@ -111,6 +118,32 @@ def speed(base: Settings, console: Console, backlog: int, batch_size: int, min_s
         }
     )
     return out
+
+
+def state_size(r: redis.Redis, console: Console, sample: int = 2_000) -> dict[str, Any]:
+    """The visit state Redis holds after a run: visitor-days, open visits, and bytes per
+    visitor-day (``MEMORY USAGE`` of a sample of keys plus their share of the index of ends)."""
+    import json
+
+    from stores.redis import visit_state
+
+    days = int(r.zcard(visit_state.ENDS))
+    picked = list(itertools.islice(r.scan_iter(match=f"{visit_state.PREFIX}2*", count=1000), sample))
+    key_bytes = [int(r.memory_usage(k) or 0) for k in picked]
+    visits = [len(json.loads(r.get(k) or b"[]")) for k in picked]
+    index = int(r.memory_usage(visit_state.ENDS) or 0)
+    per_day = statistics.mean(key_bytes) + index / max(days, 1) if key_bytes else 0.0
+    per_visit_day = statistics.mean(visits) if visits else 0.0
+    console.print(
+        f"visit state: {days:,} visitor-days, {per_visit_day:.2f} open visits each, "
+        f"{per_day:,.0f} bytes per visitor-day (sample of {len(picked):,})"
+    )
+    return {
+        "visitor_days": days,
+        "visits_per_visitor_day": round(per_visit_day, 3),
+        "bytes_per_visitor_day": round(per_day),
+        "sampled": len(picked),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
