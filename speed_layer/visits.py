@@ -218,6 +218,7 @@ def visit_rows(
     lead = (
         sessions.sessionised(rows, ["variant"], gap_s)
         .where(F.col(f"{sessions.VISIT}.lead"))
+        .select("variant", *sessions.SUMMARY_KEYS, sessions.VISIT)
         .localCheckpoint(eager=True)
     )
 
