@@ -64,8 +64,8 @@ class MicroBatch:
         self._dead_lettered = False
         self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
         self._materialised: list[DataFrame] = []
-        self.watermark_ms = job.visit_watermark_ms()
-        """The visit state's watermark before this micro-batch (speed_layer.visits.Horizon)."""
+        self.visit_meta = job.visit_meta()
+        """The visit state as committed before this micro-batch (speed_layer.visits.Horizon)."""
 
     def rows_for(self, active: dict[int, Offsets]) -> list[Any]:
         """The view rows for the ``active`` generations (one Spark job, run again only for another
@@ -98,10 +98,14 @@ class MicroBatch:
     def _visit_meta(self, newest: Any) -> dict[str, Any]:
         """The row that tells the commit the visit state's new watermark (the newest log-append
         time of the records committed with this batch) and which visits left it."""
-        settings = self.job.settings
         newest_ms = 0 if newest is None else int(newest)
-        horizon = Horizon(self.watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
-        return meta_row(max(self.watermark_ms, newest_ms), horizon.drop_before_us)
+        return meta_row(max(self.visit_meta.watermark_ms, newest_ms), self._horizon().drop_before_us)
+
+    def _horizon(self) -> Horizon:
+        settings, meta = self.job.settings, self.visit_meta
+        return Horizon(
+            meta.watermark_ms, meta.dropped_before_us, settings.visit_lateness_s, settings.session_gap_s
+        )
 
     def _job(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any]]:
         """The job itself, built anew for each run (a plan that failed keeps its failed broadcast):
@@ -173,9 +177,10 @@ class MicroBatch:
         by_gen = keyed.select(F.explode(TAGS).alias("gen"), *[c for c in keyed.columns if c != TAGS])
         deltas, extra = None, None
         if sessions.counts_visits(dims):
-            horizon = Horizon(self.watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
             t0 = time.monotonic()
-            deltas, extra, visits = visit_rows(keyed, dims, active, horizon, settings.redis_url, single)
+            deltas, extra, visits = visit_rows(
+                keyed, dims, active, self._horizon(), settings.redis_url, single
+            )
             self._materialised.append(visits)
             self.report.phases["visits"] = self.report.phases.get("visits", 0.0) + time.monotonic() - t0
         levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
