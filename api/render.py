@@ -18,7 +18,18 @@ import orjson
 from fastapi import Response
 
 from api.events import Accepted
+from api.metric_names import (
+    BOUNCE_RATE,
+    PAGEVIEWS,
+    VIEWS_PER_VISIT,
+    VISIT_DURATION,
+    VISIT_METRICS,
+    VISITORS,
+    VISITS,
+    answered_by,
+)
 from serving_layer import Coverage, Distinct, PageviewsAnswer, SeriesAnswer, TopAnswer, UniqueVisitorsAnswer
+from serving_layer.answers import Visits, VisitsExactness
 from views.scopes import value_of
 
 LEGACY_VIEW_NAMES = {"page": "url_traffic", "site": "site_traffic"}
@@ -98,7 +109,42 @@ def _maybe_distinct(d: Distinct | None) -> dict[str, Any] | None:
     return None if d is None else _distinct(d)
 
 
-def timeseries(a: SeriesAnswer, site: str | None, value: str) -> dict[str, Any]:
+def _figures(
+    metrics: tuple[str, ...], pageviews: int | None, visitors: Distinct | None, v: Visits | None
+) -> dict[str, Any]:
+    """The six figures of api.schemas.Figures: those of ``metrics``, null for the others."""
+    asked = set(metrics)
+    return {
+        "pageviews": pageviews if PAGEVIEWS in asked else None,
+        "visitors": _distinct(visitors) if VISITORS in asked and visitors is not None else None,
+        "visits": v.visits if VISITS in asked and v is not None else None,
+        "views_per_visit": v.views_per_visit if VIEWS_PER_VISIT in asked and v is not None else None,
+        "bounce_rate": v.bounce_rate if BOUNCE_RATE in asked and v is not None else None,
+        "visit_duration": v.visit_duration if VISIT_DURATION in asked and v is not None else None,
+    }
+
+
+HLL_REASON = "HLL estimates: a figure not marked exact has 95% bounds"
+EXACT: dict[str, Any] = {"exact": True, "reason": None, "days": []}
+
+
+def _exactness(
+    metrics: tuple[str, ...], visitors: list[Distinct | None], visits: VisitsExactness
+) -> dict[str, Any]:
+    """Per metric: whether every figure of it in the answer is exact (api.schemas.Exactness)."""
+    out: dict[str, Any] = {}
+    for m in metrics:
+        if m == VISITORS:
+            exact = all(d is None or d.exact for d in visitors)
+            out[m] = EXACT if exact else {"exact": False, "reason": HLL_REASON, "days": []}
+        elif m in VISIT_METRICS:
+            out[m] = {"exact": visits.exact, "reason": visits.reason, "days": list(visits.days)}
+        else:
+            out[m] = EXACT
+    return out
+
+
+def timeseries(a: SeriesAnswer, site: str | None, value: str, metrics: tuple[str, ...]) -> dict[str, Any]:
     q = a.query
     return {
         "dimension": q.view,
@@ -107,27 +153,33 @@ def timeseries(a: SeriesAnswer, site: str | None, value: str) -> dict[str, Any]:
         "from": q.start,
         "to": q.end,
         "granularity": q.granularity.value,
+        "metrics": list(metrics),
         "series": [
-            {"start": p.start, "pageviews": p.pageviews, "visitors": _distinct(p.visitors)} for p in a.series
+            {"start": p.start, **_figures(metrics, p.pageviews, p.visitors, p.visits)} for p in a.series
         ],
-        "total": {"pageviews": a.pageviews, "visitors": _distinct(a.visitors)},
+        "total": _figures(metrics, a.pageviews, a.visitors, a.visits),
+        "exactness": _exactness(metrics, [a.visitors, *(p.visitors for p in a.series)], a.visits_exactness),
         **_meta(a.coverage, a.query.start),
     }
 
 
-def breakdown(a: TopAnswer, per_site: bool) -> dict[str, Any]:
-    visitors = a.visitors or [None] * len(a.entries)
+def breakdown(a: TopAnswer, per_site: bool, metrics: tuple[str, ...]) -> dict[str, Any]:
+    n = len(a.entries)
+    visitors = a.visitors or [None] * n
+    visits: list[Visits] | list[None] = a.visits or [None] * n
     return {
         "dimension": a.query.view,
         "site": a.query.site,
         "from": a.start,
         "to": a.end,
         "limit": a.query.limit,
+        "metrics": list(metrics),
         "entries": [
-            {"rank": i, "value": value_of(k, per_site), "pageviews": v, "visitors": _maybe_distinct(d)}
-            for i, ((k, v), d) in enumerate(zip(a.entries, visitors, strict=True), 1)
+            {"rank": i, "value": value_of(k, per_site), **_figures(metrics, count, d, v)}
+            for i, ((k, count), d, v) in enumerate(zip(a.entries, visitors, visits, strict=True), 1)
         ],
-        "totals": {"pageviews": a.total_pageviews, "visitors": _maybe_distinct(a.total_visitors)},
+        "totals": _figures(metrics, a.total_pageviews, a.total_visitors, a.total_visits),
+        "exactness": _exactness(metrics, [*visitors, a.total_visitors], a.visits_exactness),
         **_meta(a.coverage, a.query.start),
     }
 
@@ -143,6 +195,7 @@ def dimensions(
                 "description": str(info.get("description", "")),
                 "per_site": bool(info.get("per_site")),
                 "examples": [str(x) for x in info.get("examples", [])],
+                "metrics": answered_by(info),
                 "ready": problems.get(name) is None,
                 "problem": problems.get(name),
             }
