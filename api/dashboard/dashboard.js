@@ -596,7 +596,7 @@ function setupControls() {
   const form = $("controls");
   for (const radio of form.elements.range) radio.checked = radio.value === state.range;
   $("granularity").value = state.granularity;
-  for (const radio of $("metric").elements.metric) radio.checked = radio.value === state.metric;
+  for (const radio of document.querySelectorAll("input[name=metric]")) radio.checked = radio.value === state.metric;
   $("custom").hidden = state.range !== "custom";
   const { from, to } = windowOf();
   $("from").value = inputValue(from);
