@@ -12,6 +12,7 @@ answers as they were.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,21 +80,27 @@ def visited(stack: Settings, spark: Any, tmp_path_factory: pytest.TempPathFactor
                                                        3600 s, from / to /pricing, in hour t0
                                     d: +90 min /, +95 min /pricing               one visit, 2 views,
                                                                                  300 s, in hour t0+1
-                                    a re-sent view of a (same event_id): dropped
+    and in each layer a view sent twice (same event_id): counted once.
 
     So: 4 visits (3 in hour t0, 1 in t0+1), 1 bounce, 5100 s, 9 views; a and b from DE, c and d
     from US; entry pages / (a, c, d) and /blog (b); exit pages /signup, /blog, /pricing (c, d).
+
+    A dedup window of one second starts the speed layer at the generation's cut: its visit state
+    is seeded from the master dataset (c's two visits) with the watermark of the views below the
+    cut, so a view 14 hours old is past the visit horizon (12 h) in its first micro-batch.
     """
     unique = uuid.uuid4().hex[:8]
     site, late_site = f"visits-{unique}.example.com", f"late-{unique}.example.com"
     t0 = first_hour()
-    with isolated_platform(stack, tmp_path_factory.mktemp("visits"), redis_db=10) as settings:
-        resent = view(site, "a", t0 + 10 * MIN, "/pricing", "DE")
+    root = tmp_path_factory.mktemp("visits")
+    with isolated_platform(stack, root, redis_db=10, speed_dedup_window_s=1) as settings:
+        twice = view(site, "a", t0 + 10 * MIN, "/pricing", "DE")
         produce(
             settings,
             [
                 view(site, "a", t0, "/", "DE"),
-                resent,
+                twice,
+                twice,
                 view(site, "a", t0 + 20 * MIN, "/signup", "DE"),
                 view(site, "b", t0, "/blog", "DE"),
                 view(site, "c", t0, "/", "US"),
@@ -101,21 +108,20 @@ def visited(stack: Settings, spark: Any, tmp_path_factory: pytest.TempPathFactor
                 view(late_site, "x", t0, "/", "FR"),
             ],
         )
+        time.sleep(2)  # past the dedup window: the generation's cut is where the stream starts
         job = BatchJob(settings, spark)
         try:
             job.run()
         finally:
             job.close()
-        # The speed layer commits once (its watermark: the log-append time of the views above) ...
-        SpeedJob(settings, spark).run(available_now=True)
-        # ... then counts the views after the cut; the last is 14 hours late: past the horizon.
+        twice = view(site, "d", t0 + 95 * MIN, "/pricing", "US")
         produce(
             settings,
             [
                 view(site, "c", t0 + 30 * MIN, "/docs", "US"),
                 view(site, "d", t0 + 90 * MIN, "/", "US"),
-                view(site, "d", t0 + 95 * MIN, "/pricing", "US"),
-                resent,
+                twice,
+                twice,
                 view(late_site, "y", datetime.now(UTC) - timedelta(hours=14), "/", "FR"),
             ],
         )
