@@ -109,18 +109,41 @@ def _maybe_distinct(d: Distinct | None) -> dict[str, Any] | None:
     return None if d is None else _distinct(d)
 
 
+class _Asked:
+    """Which of the six figures an answer gives (api.schemas.Figures): worked out once per answer,
+    not per bucket."""
+
+    __slots__ = ("bounce_rate", "pageviews", "views_per_visit", "visit_duration", "visitors", "visits")
+
+    def __init__(self, metrics: tuple[str, ...]) -> None:
+        self.pageviews = PAGEVIEWS in metrics
+        self.visitors = VISITORS in metrics
+        self.visits = VISITS in metrics
+        self.views_per_visit = VIEWS_PER_VISIT in metrics
+        self.bounce_rate = BOUNCE_RATE in metrics
+        self.visit_duration = VISIT_DURATION in metrics
+
+
 def _figures(
-    metrics: tuple[str, ...], pageviews: int | None, visitors: Distinct | None, v: Visits | None
+    asked: _Asked, pageviews: int | None, visitors: Distinct | None, v: Visits | None
 ) -> dict[str, Any]:
-    """The six figures of api.schemas.Figures: those of ``metrics``, null for the others."""
-    asked = set(metrics)
+    """The six figures of api.schemas.Figures: those asked for, null for the others."""
+    if v is None:
+        return {
+            "pageviews": pageviews if asked.pageviews else None,
+            "visitors": _distinct(visitors) if asked.visitors and visitors is not None else None,
+            "visits": None,
+            "views_per_visit": None,
+            "bounce_rate": None,
+            "visit_duration": None,
+        }
     return {
-        "pageviews": pageviews if PAGEVIEWS in asked else None,
-        "visitors": _distinct(visitors) if VISITORS in asked and visitors is not None else None,
-        "visits": v.visits if VISITS in asked and v is not None else None,
-        "views_per_visit": v.views_per_visit if VIEWS_PER_VISIT in asked and v is not None else None,
-        "bounce_rate": v.bounce_rate if BOUNCE_RATE in asked and v is not None else None,
-        "visit_duration": v.visit_duration if VISIT_DURATION in asked and v is not None else None,
+        "pageviews": pageviews if asked.pageviews else None,
+        "visitors": _distinct(visitors) if asked.visitors and visitors is not None else None,
+        "visits": v.visits if asked.visits else None,
+        "views_per_visit": v.views_per_visit if asked.views_per_visit else None,
+        "bounce_rate": v.bounce_rate if asked.bounce_rate else None,
+        "visit_duration": v.visit_duration if asked.visit_duration else None,
     }
 
 
@@ -146,6 +169,7 @@ def _exactness(
 
 def timeseries(a: SeriesAnswer, site: str | None, value: str, metrics: tuple[str, ...]) -> dict[str, Any]:
     q = a.query
+    asked = _Asked(metrics)
     return {
         "dimension": q.view,
         "site": site,
@@ -155,9 +179,9 @@ def timeseries(a: SeriesAnswer, site: str | None, value: str, metrics: tuple[str
         "granularity": q.granularity.value,
         "metrics": list(metrics),
         "series": [
-            {"start": p.start, **_figures(metrics, p.pageviews, p.visitors, p.visits)} for p in a.series
+            {"start": p.start, **_figures(asked, p.pageviews, p.visitors, p.visits)} for p in a.series
         ],
-        "total": _figures(metrics, a.pageviews, a.visitors, a.visits),
+        "total": _figures(asked, a.pageviews, a.visitors, a.visits),
         "exactness": _exactness(metrics, [a.visitors, *(p.visitors for p in a.series)], a.visits_exactness),
         **_meta(a.coverage, a.query.start),
     }
@@ -165,6 +189,7 @@ def timeseries(a: SeriesAnswer, site: str | None, value: str, metrics: tuple[str
 
 def breakdown(a: TopAnswer, per_site: bool, metrics: tuple[str, ...]) -> dict[str, Any]:
     n = len(a.entries)
+    asked = _Asked(metrics)
     visitors = a.visitors or [None] * n
     visits: list[Visits] | list[None] = a.visits or [None] * n
     return {
@@ -175,10 +200,10 @@ def breakdown(a: TopAnswer, per_site: bool, metrics: tuple[str, ...]) -> dict[st
         "limit": a.query.limit,
         "metrics": list(metrics),
         "entries": [
-            {"rank": i, "value": value_of(k, per_site), **_figures(metrics, count, d, v)}
+            {"rank": i, "value": value_of(k, per_site), **_figures(asked, count, d, v)}
             for i, ((k, count), d, v) in enumerate(zip(a.entries, visitors, visits, strict=True), 1)
         ],
-        "totals": _figures(metrics, a.total_pageviews, a.total_visitors, a.total_visits),
+        "totals": _figures(asked, a.total_pageviews, a.total_visitors, a.total_visits),
         "exactness": _exactness(metrics, [*visitors, a.total_visitors], a.visits_exactness),
         **_meta(a.coverage, a.query.start),
     }
