@@ -56,14 +56,14 @@ COLUMNS = ("pageviews", "visitors", "visits", "bounce_rate", "visit_duration")
 
 def _cell(metric: str, value: Any) -> str:
     if value is None:
-        return f"{'-':>14}"
+        return f"{'-':>16}"
     if metric == "visitors":
-        return f"{value['estimate']:>14,.0f}"
+        return f"{value['estimate']:>16,.0f}"
     if metric == "bounce_rate":
-        return f"{value:>13.1f}%"
+        return f"{value:>15.1f}%"
     if metric == "visit_duration":
-        return f"{value:>12,.0f} s"
-    return f"{value:>14,}"
+        return f"{value:>14,.0f} s"
+    return f"{value:>16,}"
 
 
 def _print_breakdowns(base: str, start: str, end: str) -> None:
@@ -87,7 +87,7 @@ def _print_breakdowns(base: str, start: str, end: str) -> None:
         if "entries" not in answer:
             print(json.dumps(answer, indent=2))
             continue
-        print(f"  {d['name']:<36}" + "".join(f"{m:>14}" for m in metrics))
+        print(f"  {d['name']:<36}" + "".join(f"{m:>16}" for m in metrics))
         for e in answer["entries"]:
             print(f"  {e['value'][:36]:<36}" + "".join(_cell(m, e[m]) for m in metrics))
         totals = answer["totals"]
