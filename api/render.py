@@ -105,10 +105,6 @@ def top(a: TopAnswer) -> dict[str, Any]:
     }
 
 
-def _maybe_distinct(d: Distinct | None) -> dict[str, Any] | None:
-    return None if d is None else _distinct(d)
-
-
 class _Asked:
     """Which of the six figures an answer gives (api.schemas.Figures): worked out once per answer,
     not per bucket."""
