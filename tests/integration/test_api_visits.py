@@ -56,11 +56,9 @@ def first_hour() -> datetime:
     return t0.replace(hour=min(t0.hour, 21))
 
 
-def view(
-    site: str, visitor: str, ts: datetime, path: str, country: str, event_id: str = ""
-) -> dict[str, Any]:
+def view(site: str, visitor: str, ts: datetime, path: str, country: str) -> dict[str, Any]:
     return {
-        "event_id": event_id or f"visit-{uuid.uuid4().hex[:12]}",
+        "event_id": f"visit-{uuid.uuid4().hex[:12]}",
         "ts": ts.isoformat(),
         "visitor_id": visitor,
         "url": f"https://{site}{path}",
