@@ -226,9 +226,9 @@ def visit_rows(
         rows = rows.coalesce(1)  # a union of two single partitions has two
     # Materialised once (a job of its own): the deltas, the new state and the flags all read it,
     # and Spark would otherwise sessionise, and read the state, once for each.
-    lead = (
+    closing = (
         sessions.sessionised(rows, ["variant"], gap_s)
-        .where(F.col(f"{sessions.VISIT}.lead"))
+        .where(F.col(f"{sessions.VISIT}.closes"))
         .select("variant", *sessions.SUMMARY_KEYS, sessions.VISIT)
         .localCheckpoint(eager=True)
     )
@@ -236,12 +236,12 @@ def visit_rows(
     every = F.col("variant") == -1
     gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))
     sign = F.when(every, F.lit(1)).otherwise(F.lit(-1))
-    deltas = lead.select("day", sessions.VISIT, gen.alias("gen"), sign.alias("_sign")).select(
+    deltas = closing.select("day", sessions.VISIT, gen.alias("gen"), sign.alias("_sign")).select(
         "gen", "day", F.inline(sessions.visit_entries(dimensions, F.col("_sign")))
     )
 
     visit = F.col(sessions.VISIT)
-    current = lead.where(every)
+    current = closing.where(every)
     day = F.date_format("day", "yyyy-MM-dd")
     fields = [visit[f].alias(f) for f in ("s_ts", "s_id", "e_ts", "e_id", "first", "last", "n", "tainted")]
     fields += [visit["p_lo"].alias("p_lo"), visit["p_hi"].alias("p_hi")]
@@ -269,7 +269,7 @@ def visit_rows(
             F.lit(None).cast("string").alias("aux"),
         )
     )
-    return deltas, new_state.unionByName(flags), lead
+    return deltas, new_state.unionByName(flags), closing
 
 
 @dataclass

@@ -87,63 +87,91 @@ def _keys_struct(dims: list[tuple[int, Dimension]]) -> Column:
 
 VISIT = "_visit"
 """The struct every row of :func:`sessionised` gets: its visit (s_ts, s_id, e_ts, e_id, first, last,
-n, tainted), and whether the row is the visit's first (``lead``)."""
+n, tainted), complete on the visit's last row in order, which ``closes`` marks."""
 
 
 def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
-    """Every row of ``summaries`` with :data:`VISIT`, the visit it belongs to: summaries ordered by
-    first view (time, then id) within their (by..., visitor-day), a new visit wherever one starts
-    more than ``gap_s`` after the latest end before it. ``_visit.lead`` marks one row per visit,
-    its first.
+    """Every row of ``summaries`` with :data:`VISIT`: summaries ordered by first view (time, then
+    id) within their (by..., visitor-day), a new visit wherever one starts more than ``gap_s``
+    after the latest end before it. ``_visit.closes`` marks one row per visit, its last in that
+    order, whose ``_visit`` is the whole visit.
 
-    Window functions only, clustered by the visitor-day: a frame already partitioned by visitor
-    (the shared pass's one shuffle) needs no exchange, and every row keeps its own columns (the
-    batch layer counts page views from the same rows)."""
+    One ordering, running frames only, so Spark sorts once (a window per visit would sort again):
+    the row that opens a visit is carried forward (the last opening row up to here), and the
+    visit's latest end is the running maximum, because every earlier visit ended before this one
+    started. Counts are running sums minus their value before the opening row. The partitions of
+    the speed layer's summaries (``p_lo``/``p_hi``) are the visitor-day's so far: a visitor-day with
+    views from two partitions is doubtful as a whole. Clustered by the visitor-day: a frame already
+    partitioned by visitor (the shared pass's one shuffle) needs no exchange, and every row keeps
+    its own columns (the batch layer counts page views from the same rows)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     part = [*by, *SUMMARY_KEYS]
     ordered = Window.partitionBy(*part).orderBy("s_ts", "s_id")
+    upto = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     gap_us = gap_s * 1_000_000
     prev_end = F.max("e_ts").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
     starts = summaries.withColumn("_starts", prev_end.isNull() | (F.col("s_ts") - prev_end > gap_us))
-    numbered = starts.withColumn(
-        "_n",
-        F.sum(F.col("_starts").cast("long")).over(
-            ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    cum_n = F.sum("n").over(upto)
+    cum_t = F.sum(F.col("tainted").cast("long")).over(upto)
+    opening = F.when(
+        F.col("_starts"),
+        F.struct(
+            "s_ts",
+            "s_id",
+            "first",
+            (cum_n - F.col("n")).alias("n_before"),
+            (cum_t - F.col("tainted").cast("long")).alias("t_before"),
         ),
     )
-    whole = Window.partitionBy(*part, "_n")
-    first = F.min(F.struct("s_ts", "s_id", "first")).over(whole)
-    last = F.max(F.struct("e_ts", "e_id", "last")).over(whole)
-    visit = F.struct(
-        first["s_ts"].alias("s_ts"),
-        first["s_id"].alias("s_id"),
-        last["e_ts"].alias("e_ts"),
-        last["e_id"].alias("e_id"),
-        first["first"].alias("first"),
-        last["last"].alias("last"),
-        F.sum("n").over(whole).alias("n"),
-        F.max("tainted").over(whole).alias("tainted"),
+    has_p = "p_lo" in summaries.columns
+    running = starts.select(
+        "*",
+        F.last(opening, ignorenulls=True).over(upto).alias("_open"),
+        F.max(F.struct("e_ts", "e_id", "last")).over(upto).alias("_end"),
+        cum_n.alias("_cum_n"),
+        cum_t.alias("_cum_t"),
+        F.lead("_starts", 1).over(ordered).alias("_next_starts"),
         *(
-            [F.min("p_lo").over(whole).alias("p_lo"), F.max("p_hi").over(whole).alias("p_hi")]
-            if "p_lo" in summaries.columns
+            [F.min("p_lo").over(upto).alias("_p_lo"), F.max("p_hi").over(upto).alias("_p_hi")]
+            if has_p
             else []
         ),
-        F.col("_starts").alias("lead"),
     )
-    return numbered.withColumn(VISIT, visit).drop("_starts", "_n")
+    visit = F.struct(
+        F.col("_open.s_ts").alias("s_ts"),
+        F.col("_open.s_id").alias("s_id"),
+        F.col("_end.e_ts").alias("e_ts"),
+        F.col("_end.e_id").alias("e_id"),
+        F.col("_open.first").alias("first"),
+        F.col("_end.last").alias("last"),
+        (F.col("_cum_n") - F.col("_open.n_before")).alias("n"),
+        (F.col("_cum_t") > F.col("_open.t_before")).alias("tainted"),
+        *([F.col("_p_lo").alias("p_lo"), F.col("_p_hi").alias("p_hi")] if has_p else []),
+        F.coalesce(F.col("_next_starts"), F.lit(True)).alias("closes"),
+    )
+    helpers = [
+        "_starts",
+        "_open",
+        "_end",
+        "_cum_n",
+        "_cum_t",
+        "_next_starts",
+        *(["_p_lo", "_p_hi"] if has_p else []),
+    ]
+    return running.withColumn(VISIT, visit).drop(*helpers)
 
 
 def merge(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
     """The visits of the summaries' views, one summary per visit, per (by..., visitor-day)
-    (:func:`sessionised`'s lead rows)."""
+    (:func:`sessionised`'s closing rows)."""
     from pyspark.sql import functions as F
 
     values = [*SUMMARY_VALUES, *(("p_lo", "p_hi") if "p_lo" in summaries.columns else ())]
     return (
         sessionised(summaries, by, gap_s)
-        .where(F.col(f"{VISIT}.lead"))
+        .where(F.col(f"{VISIT}.closes"))
         .select(*by, *SUMMARY_KEYS, *[F.col(f"{VISIT}.{c}").alias(c) for c in values])
     )
 
@@ -154,9 +182,9 @@ lowest and highest Kafka partition its views came from)."""
 
 
 def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:
-    """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` when the row
-    leads it (an empty array otherwise): per visit-counting dimension, at its first view's hour and
-    at the day level; the metrics times ``sign`` (the speed layer's retractions)."""
+    """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` (for the
+    row that closes it): per visit-counting dimension, at its first view's hour and at the day
+    level; the metrics times ``sign`` (the speed layer's retractions)."""
     from pyspark.sql import functions as F
 
     v = F.col(VISIT)
@@ -177,4 +205,4 @@ def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -
     ]
     if not entries:
         raise ValueError("no dimension counts visits")
-    return F.filter(F.array(*entries), lambda _: v["lead"])
+    return F.array(*entries)

@@ -150,7 +150,7 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
 
     When a dimension counts visits, the events are first sessionised in their partition
     (views.sessions.sessionised: window functions clustered by visitor-day, no exchange), and the
-    row that leads each visit also makes its visit's credited rows: one generator makes all the
+    row that closes each visit also makes its visit's credited rows: one generator makes all the
     rows of an event, page views and visits alike, so the events are scanned and moved once.
 
     Exploding to one row per dimension and level and counting per visitor happen inside the
@@ -169,7 +169,9 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
             .agg(F.count(F.lit(1)).alias("n"))
         )
     rows = sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
-    entries = F.concat(wide_level_entries(dimensions), sessions.visit_entries(dimensions))
+    closes = F.col(f"{sessions.VISIT}.closes")
+    wide = wide_level_entries(dimensions)
+    entries = F.when(closes, F.concat(wide, sessions.visit_entries(dimensions))).otherwise(wide)
     return (
         rows.select(*by, "day", "visitor_id", F.inline(entries))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
