@@ -21,7 +21,7 @@ FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime cluster-up cluster-down cluster-ps \
-	api api-start api-stop test test-unit lint bench bench-figures bench-store bench-render bench-views bench-speed \
+	api api-start api-stop test test-unit lint bench bench-figures bench-store bench-render bench-views bench-visits bench-speed \
 	bench-api bench-contract bench-soak soak clean-var
 
 help: ## list the targets
@@ -121,6 +121,7 @@ lint: ## ruff and mypy
 bench: ## every benchmark but the soak (make bench-soak, ten minutes of faults), then the figures of README and docs/ from their results
 	@$(PY) -m bench.ingest
 	@$(PY) -m bench.views
+	@$(PY) -m bench.visits
 	@$(PY) -m bench.batch
 	@$(PY) -m bench.speed
 	@$(PY) -m bench.api
@@ -140,6 +141,9 @@ bench-render: ## the API's JSON rendering: orjson dicts against the pydantic res
 
 bench-views: ## the shared pass alone: stages and events/s with two views and with every dimension
 	@$(PY) -m bench.views
+
+bench-visits: ## what visits cost: the batch recompute and the speed layer's sustained rate, with and without visits
+	@$(PY) -m bench.visits
 
 bench-speed: ## the speed layer benchmark alone (sustained events/s against its floor, freshness p50/p95)
 	@$(PY) -m bench.speed

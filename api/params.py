@@ -58,6 +58,23 @@ class SeriesParams(RangeParams):
     )
 
 
+METRICS_FIELD_DESCRIPTION = (
+    "Comma-separated metrics (the names and meanings of Plausible's Stats API): `visitors`, "
+    "`visits`, `pageviews`, `views_per_visit`, `bounce_rate` (percent), `visit_duration` (seconds). "
+    "Default: `visitors,pageviews`; `visits` for dimensions that count visits only (`entry_page`, "
+    "`exit_page`). GET /v1/dimensions lists each dimension's metrics; a figure not asked for is null."
+)
+
+
+def metrics_field() -> str | None:
+    return Field(
+        None,
+        max_length=200,
+        description=METRICS_FIELD_DESCRIPTION,
+        examples=["visitors,visits,pageviews,views_per_visit,bounce_rate,visit_duration"],
+    )
+
+
 class TimeseriesParams(RangeParams):
     granularity: Granularity = Field(Granularity.HOUR, description="Series bucket size.")
     dimension: str = Field(
@@ -79,6 +96,7 @@ class TimeseriesParams(RangeParams):
         "omitted for `site`.",
         examples=["DE"],
     )
+    metrics: str | None = metrics_field()
 
 
 class BreakdownParams(RangeParams):
@@ -92,6 +110,7 @@ class BreakdownParams(RangeParams):
         examples=["shop.example.com"],
     )
     limit: int = Field(10, ge=1, description="How many values (at most LAMBDA_API_MAX_TOP).")
+    metrics: str | None = metrics_field()
 
 
 class TopParams(RangeParams):

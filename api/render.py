@@ -18,7 +18,18 @@ import orjson
 from fastapi import Response
 
 from api.events import Accepted
+from api.metric_names import (
+    BOUNCE_RATE,
+    PAGEVIEWS,
+    VIEWS_PER_VISIT,
+    VISIT_DURATION,
+    VISIT_METRICS,
+    VISITORS,
+    VISITS,
+    answered_by,
+)
 from serving_layer import Coverage, Distinct, PageviewsAnswer, SeriesAnswer, TopAnswer, UniqueVisitorsAnswer
+from serving_layer.answers import Visits, VisitsExactness
 from views.scopes import value_of
 
 LEGACY_VIEW_NAMES = {"page": "url_traffic", "site": "site_traffic"}
@@ -94,12 +105,67 @@ def top(a: TopAnswer) -> dict[str, Any]:
     }
 
 
-def _maybe_distinct(d: Distinct | None) -> dict[str, Any] | None:
-    return None if d is None else _distinct(d)
+class _Asked:
+    """Which of the six figures an answer gives (api.schemas.Figures): worked out once per answer,
+    not per bucket."""
+
+    __slots__ = ("bounce_rate", "pageviews", "views_per_visit", "visit_duration", "visitors", "visits")
+
+    def __init__(self, metrics: tuple[str, ...]) -> None:
+        self.pageviews = PAGEVIEWS in metrics
+        self.visitors = VISITORS in metrics
+        self.visits = VISITS in metrics
+        self.views_per_visit = VIEWS_PER_VISIT in metrics
+        self.bounce_rate = BOUNCE_RATE in metrics
+        self.visit_duration = VISIT_DURATION in metrics
 
 
-def timeseries(a: SeriesAnswer, site: str | None, value: str) -> dict[str, Any]:
+def _figures(
+    asked: _Asked, pageviews: int | None, visitors: Distinct | None, v: Visits | None
+) -> dict[str, Any]:
+    """The six figures of api.schemas.Figures: those asked for, null for the others."""
+    if v is None:
+        return {
+            "pageviews": pageviews if asked.pageviews else None,
+            "visitors": _distinct(visitors) if asked.visitors and visitors is not None else None,
+            "visits": None,
+            "views_per_visit": None,
+            "bounce_rate": None,
+            "visit_duration": None,
+        }
+    return {
+        "pageviews": pageviews if asked.pageviews else None,
+        "visitors": _distinct(visitors) if asked.visitors and visitors is not None else None,
+        "visits": v.visits if asked.visits else None,
+        "views_per_visit": v.views_per_visit if asked.views_per_visit else None,
+        "bounce_rate": v.bounce_rate if asked.bounce_rate else None,
+        "visit_duration": v.visit_duration if asked.visit_duration else None,
+    }
+
+
+HLL_REASON = "HLL estimates: a figure not marked exact has 95% bounds"
+EXACT: dict[str, Any] = {"exact": True, "reason": None, "days": []}
+
+
+def _exactness(
+    metrics: tuple[str, ...], visitors: list[Distinct | None], visits: VisitsExactness
+) -> dict[str, Any]:
+    """Per metric: whether every figure of it in the answer is exact (api.schemas.Exactness)."""
+    out: dict[str, Any] = {}
+    for m in metrics:
+        if m == VISITORS:
+            exact = all(d is None or d.exact for d in visitors)
+            out[m] = EXACT if exact else {"exact": False, "reason": HLL_REASON, "days": []}
+        elif m in VISIT_METRICS:
+            out[m] = {"exact": visits.exact, "reason": visits.reason, "days": list(visits.days)}
+        else:
+            out[m] = EXACT
+    return out
+
+
+def timeseries(a: SeriesAnswer, site: str | None, value: str, metrics: tuple[str, ...]) -> dict[str, Any]:
     q = a.query
+    asked = _Asked(metrics)
     return {
         "dimension": q.view,
         "site": site,
@@ -107,27 +173,34 @@ def timeseries(a: SeriesAnswer, site: str | None, value: str) -> dict[str, Any]:
         "from": q.start,
         "to": q.end,
         "granularity": q.granularity.value,
+        "metrics": list(metrics),
         "series": [
-            {"start": p.start, "pageviews": p.pageviews, "visitors": _distinct(p.visitors)} for p in a.series
+            {"start": p.start, **_figures(asked, p.pageviews, p.visitors, p.visits)} for p in a.series
         ],
-        "total": {"pageviews": a.pageviews, "visitors": _distinct(a.visitors)},
+        "total": _figures(asked, a.pageviews, a.visitors, a.visits),
+        "exactness": _exactness(metrics, [a.visitors, *(p.visitors for p in a.series)], a.visits_exactness),
         **_meta(a.coverage, a.query.start),
     }
 
 
-def breakdown(a: TopAnswer, per_site: bool) -> dict[str, Any]:
-    visitors = a.visitors or [None] * len(a.entries)
+def breakdown(a: TopAnswer, per_site: bool, metrics: tuple[str, ...]) -> dict[str, Any]:
+    n = len(a.entries)
+    asked = _Asked(metrics)
+    visitors = a.visitors or [None] * n
+    visits: list[Visits] | list[None] = a.visits or [None] * n
     return {
         "dimension": a.query.view,
         "site": a.query.site,
         "from": a.start,
         "to": a.end,
         "limit": a.query.limit,
+        "metrics": list(metrics),
         "entries": [
-            {"rank": i, "value": value_of(k, per_site), "pageviews": v, "visitors": _maybe_distinct(d)}
-            for i, ((k, v), d) in enumerate(zip(a.entries, visitors, strict=True), 1)
+            {"rank": i, "value": value_of(k, per_site), **_figures(asked, count, d, v)}
+            for i, ((k, count), d, v) in enumerate(zip(a.entries, visitors, visits, strict=True), 1)
         ],
-        "totals": {"pageviews": a.total_pageviews, "visitors": _maybe_distinct(a.total_visitors)},
+        "totals": _figures(asked, a.total_pageviews, a.total_visitors, a.total_visits),
+        "exactness": _exactness(metrics, [*visitors, a.total_visitors], a.visits_exactness),
         **_meta(a.coverage, a.query.start),
     }
 
@@ -143,6 +216,7 @@ def dimensions(
                 "description": str(info.get("description", "")),
                 "per_site": bool(info.get("per_site")),
                 "examples": [str(x) for x in info.get("examples", [])],
+                "metrics": answered_by(info),
                 "ready": problems.get(name) is None,
                 "problem": problems.get(name),
             }

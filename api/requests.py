@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from api.keys import series_key, site_key, target_of
+from api.metric_names import VISITORS, asks_visits, metrics_of
 from api.params import BreakdownParams, RangeParams, SeriesParams, TimeseriesParams, TopParams
 from api.services import Services
 from config.settings import Settings
@@ -43,6 +45,8 @@ class TopRequest:
     query: TopQuery
     after: ReadAfter | None
     per_site: bool = False
+    metrics: tuple[str, ...] = ()
+    """The metrics asked for (api.metric_names), in their order; /v1/top-urls asks none."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class TimeseriesRequest:
     after: ReadAfter | None
     site: str | None
     value: str
+    metrics: tuple[str, ...]
 
 
 def time_range(settings: Settings, params: RangeParams, default_days: int = 1) -> tuple[datetime, datetime]:
@@ -84,12 +89,13 @@ async def read_after(services: Services, params: RangeParams) -> ReadAfter | Non
     return ReadAfter(await services.kafka.end_offsets(), wait_ms / 1000)
 
 
-async def dimension_of(engine: QueryEngine, name: str) -> bool:
-    """Whether the dimension ``name`` is per site; InvalidQuery naming it if no view has that name."""
+async def dimension_of(engine: QueryEngine, name: str) -> dict[str, Any]:
+    """How the dimension ``name`` is served (``per_site``, the metrics it counts); InvalidQuery
+    naming it if no view has that name."""
     info = await engine.description(name)
     if info is None:
         raise InvalidQuery("dimension", f"no dimension named {name!r} (GET /v1/dimensions lists them)")
-    return bool(info.get("per_site"))
+    return info
 
 
 def _check_limit(services: Services, limit: int) -> None:
@@ -117,22 +123,33 @@ async def top_request(services: Services, params: TopParams) -> TopRequest:
 
 
 async def timeseries_request(services: Services, params: TimeseriesParams) -> TimeseriesRequest:
-    per_site = await dimension_of(services.engine, params.dimension)
-    key, value = series_key(params.dimension, per_site, params.site, params.value)
+    info = await dimension_of(services.engine, params.dimension)
+    metrics = metrics_of(params.metrics, params.dimension, info)
+    key, value = series_key(params.dimension, bool(info.get("per_site")), params.site, params.value)
     start, end = time_range(services.settings, params, _default_days(params.granularity))
-    query = SeriesQuery(params.dimension, key, start, end, params.granularity)
+    query = SeriesQuery(params.dimension, key, start, end, params.granularity, visits=asks_visits(metrics))
     site = None if params.site is None else site_key(params.site)
-    return TimeseriesRequest(query, await read_after(services, params), site, value)
+    return TimeseriesRequest(query, await read_after(services, params), site, value, metrics)
 
 
 async def breakdown_request(services: Services, params: BreakdownParams) -> TopRequest:
     _check_limit(services, params.limit)
-    per_site = await dimension_of(services.engine, params.dimension)
+    info = await dimension_of(services.engine, params.dimension)
+    per_site = bool(info.get("per_site"))
+    metrics = metrics_of(params.metrics, params.dimension, info)
     if params.dimension == SITE_VIEW and params.site is not None:
         raise InvalidQuery("site", "omit it for the site dimension (it ranks the sites)")
     if per_site and params.site is None:
         raise InvalidQuery("site", f"required: {params.dimension!r} is a per-site dimension")
     start, end = time_range(services.settings, params)
     site = None if params.site is None else site_key(params.site)
-    query = TopQuery(params.dimension, start, end, params.limit, site, visitors=True)
-    return TopRequest(query, await read_after(services, params), per_site)
+    query = TopQuery(
+        params.dimension,
+        start,
+        end,
+        params.limit,
+        site,
+        visitors=VISITORS in metrics,
+        visits=asks_visits(metrics),
+    )
+    return TopRequest(query, await read_after(services, params), per_site, metrics)

@@ -175,15 +175,59 @@ class TopUrlsResponse(AnswerMeta):
     urls: list[TopEntry]
 
 
-class Totals(BaseModel):
-    pageviews: int = Field(description="Exact page views over the range.")
-    visitors: Distinct
+Metric = Literal["visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration"]
+"""A metric of /v1/timeseries and /v1/breakdown (api.metric_names): Plausible's Stats API names."""
 
 
-class TimeseriesPoint(BaseModel):
+class Figures(BaseModel):
+    """The figures of the metrics the query asked for (`metrics`); null for a metric it did not."""
+
+    pageviews: int | None = Field(description="Page views (exact).")
+    visitors: Distinct | None = Field(
+        description="Unique visitors: an HLL estimate with 95% bounds unless `exact`."
+    )
+    visits: int | None = Field(
+        description="Visits: a visitor's page views on a site, each at most the session gap (30 min) "
+        "after the previous one, never across a UTC midnight; credited to the hour of the first view."
+    )
+    views_per_visit: float | None = Field(
+        description="Page views in visits over visits; null without visits."
+    )
+    bounce_rate: float | None = Field(
+        description="Visits of a single page view, in percent of visits; null without visits."
+    )
+    visit_duration: float | None = Field(
+        description="Average visit duration in seconds (last view's time minus the first's); null "
+        "without visits."
+    )
+
+
+class Exactness(BaseModel):
+    """Whether every figure of one metric in the answer is exact, and if not why."""
+
+    exact: bool
+    reason: str | None = Field(description="Why not (null when exact).")
+    days: list[str] = Field(
+        description="The UTC days (YYYY-MM-DD) whose figures may be off until the next batch run "
+        "recomputes them (visit metrics); empty otherwise."
+    )
+
+
+EXACT_EXAMPLE: dict[str, Any] = {"exact": True, "reason": None, "days": []}
+HLL_EXAMPLE: dict[str, Any] = {
+    "exact": False,
+    "reason": "HLL estimates: a figure not marked exact has 95% bounds",
+    "days": [],
+}
+NO_VISITS: dict[str, Any] = dict.fromkeys(("visits", "views_per_visit", "bounce_rate", "visit_duration"))
+
+
+class Totals(Figures):
+    """Over the whole range (visitors: the union, never a sum)."""
+
+
+class TimeseriesPoint(Figures):
     start: datetime = Field(description="Start of the bucket (UTC); a day bucket may be cut by the range.")
-    pageviews: int
-    visitors: Distinct
 
 
 class TimeseriesResponse(AnswerMeta):
@@ -195,24 +239,63 @@ class TimeseriesResponse(AnswerMeta):
             "from": "2026-11-20T00:00:00Z",
             "to": "2026-11-20T02:00:00Z",
             "granularity": "hour",
+            "metrics": ["visitors", "pageviews"],
             "series": [
                 {
                     "start": "2026-11-20T00:00:00Z",
                     "pageviews": 120,
                     "visitors": {"estimate": 41, "lower": 41, "upper": 41, "exact": True},
+                    **NO_VISITS,
                 },
                 {
                     "start": "2026-11-20T01:00:00Z",
                     "pageviews": 97,
                     "visitors": {"estimate": 38, "lower": 38, "upper": 38, "exact": True},
+                    **NO_VISITS,
                 },
             ],
             "total": {
                 "pageviews": 217,
                 "visitors": {"estimate": 70.2, "lower": 68.0, "upper": 72.6, "exact": False},
+                **NO_VISITS,
+            },
+            "exactness": {"visitors": HLL_EXAMPLE, "pageviews": EXACT_EXAMPLE},
+            **META_EXAMPLE,
+        },
+        {
+            "dimension": "site",
+            "site": "shop.example.com",
+            "value": "shop.example.com",
+            "from": "2026-11-20T00:00:00Z",
+            "to": "2026-11-21T00:00:00Z",
+            "granularity": "day",
+            "metrics": ["visits", "bounce_rate", "visit_duration"],
+            "series": [
+                {
+                    "start": "2026-11-20T00:00:00Z",
+                    "pageviews": None,
+                    "visitors": None,
+                    "visits": 412,
+                    "views_per_visit": None,
+                    "bounce_rate": 38.59,
+                    "visit_duration": 187.204,
+                }
+            ],
+            "total": {
+                "pageviews": None,
+                "visitors": None,
+                "visits": 412,
+                "views_per_visit": None,
+                "bounce_rate": 38.59,
+                "visit_duration": 187.204,
+            },
+            "exactness": {
+                "visits": EXACT_EXAMPLE,
+                "bounce_rate": EXACT_EXAMPLE,
+                "visit_duration": EXACT_EXAMPLE,
             },
             **META_EXAMPLE,
-        }
+        },
     )
 
     dimension: str = Field(description="The dimension (GET /v1/dimensions lists them).")
@@ -221,20 +304,24 @@ class TimeseriesResponse(AnswerMeta):
     from_: datetime = Field(alias="from")
     to: datetime
     granularity: Granularity
+    metrics: list[Metric] = Field(description="The metrics answered, as asked (or the default).")
     series: list[TimeseriesPoint]
     total: Totals = Field(description="Over the whole range (visitors: the union, never a sum).")
+    exactness: dict[Metric, Exactness] = Field(
+        description="Per metric answered: whether all its figures are exact (page views always; "
+        "visitors when every figure is marked exact; visit metrics unless a late view could not be "
+        "merged into the realtime visits, then with the days concerned)."
+    )
 
 
-class BreakdownTotals(BaseModel):
-    pageviews: int = Field(description="Page views of every value (of the site), not only the listed ones.")
-    visitors: Distinct | None = Field(description="The site's unique visitors; null without a site.")
+class BreakdownTotals(Figures):
+    """Every value (of the site), not only the listed ones. Visitors and visit metrics: the site's,
+    null without a site; page views: of every value."""
 
 
-class BreakdownEntry(BaseModel):
+class BreakdownEntry(Figures):
     rank: int
     value: str
-    pageviews: int
-    visitors: Distinct | None = Field(description="Unique visitors of this value over the days.")
 
 
 class BreakdownResponse(AnswerMeta):
@@ -245,26 +332,74 @@ class BreakdownResponse(AnswerMeta):
             "from": "2026-11-14T00:00:00Z",
             "to": "2026-11-21T00:00:00Z",
             "limit": 2,
+            "metrics": ["visitors", "pageviews"],
             "entries": [
                 {
                     "rank": 1,
                     "value": "(direct)",
                     "pageviews": 51234,
                     "visitors": {"estimate": 8120.4, "lower": 7990.0, "upper": 8252.9, "exact": False},
+                    **NO_VISITS,
                 },
                 {
                     "rank": 2,
                     "value": "www.google.com",
                     "pageviews": 20410,
                     "visitors": {"estimate": 3122.0, "lower": 3070.1, "upper": 3175.3, "exact": False},
+                    **NO_VISITS,
                 },
             ],
             "totals": {
                 "pageviews": 80112,
                 "visitors": {"estimate": 10210.7, "lower": 10046.1, "upper": 10377.9, "exact": False},
+                **NO_VISITS,
+            },
+            "exactness": {"visitors": HLL_EXAMPLE, "pageviews": EXACT_EXAMPLE},
+            **META_EXAMPLE,
+        },
+        {
+            "dimension": "entry_page",
+            "site": "shop.example.com",
+            "from": "2026-11-20T00:00:00Z",
+            "to": "2026-11-21T00:00:00Z",
+            "limit": 1,
+            "metrics": ["visits", "bounce_rate"],
+            "entries": [
+                {
+                    "rank": 1,
+                    "value": "https://shop.example.com/",
+                    "pageviews": None,
+                    "visitors": None,
+                    "visits": 2210,
+                    "views_per_visit": None,
+                    "bounce_rate": 41.18,
+                    "visit_duration": None,
+                }
+            ],
+            "totals": {
+                "pageviews": None,
+                "visitors": None,
+                "visits": 5120,
+                "views_per_visit": None,
+                "bounce_rate": 39.02,
+                "visit_duration": None,
+            },
+            "exactness": {
+                "visits": {
+                    "exact": False,
+                    "reason": "a page view of 2026-11-20 arrived later than the speed layer's visit "
+                    "horizon ...",
+                    "days": ["2026-11-20"],
+                },
+                "bounce_rate": {
+                    "exact": False,
+                    "reason": "a page view of 2026-11-20 arrived later than the speed layer's visit "
+                    "horizon ...",
+                    "days": ["2026-11-20"],
+                },
             },
             **META_EXAMPLE,
-        }
+        },
     )
 
     dimension: str
@@ -272,8 +407,15 @@ class BreakdownResponse(AnswerMeta):
     from_: datetime = Field(alias="from", description="Start of the first whole UTC day ranked.")
     to: datetime = Field(description="End of the last whole UTC day ranked (the range rounded outwards).")
     limit: int
-    entries: list[BreakdownEntry] = Field(description="By page views, descending; ties by value.")
+    metrics: list[Metric] = Field(description="The metrics answered, as asked (or the default).")
+    entries: list[BreakdownEntry] = Field(
+        description="By page views, descending (by visits for dimensions that count visits only: "
+        "entry_page, exit_page); ties by value."
+    )
     totals: BreakdownTotals
+    exactness: dict[Metric, Exactness] = Field(
+        description="Per metric answered: whether all its figures are exact (see /v1/timeseries)."
+    )
 
 
 class DimensionInfo(BaseModel):
@@ -281,6 +423,7 @@ class DimensionInfo(BaseModel):
     description: str
     per_site: bool = Field(description="Keyed by (site, value): queries name the site.")
     examples: list[str]
+    metrics: list[Metric] = Field(description="The metrics its queries may ask for (`metrics`).")
     ready: bool = Field(description="Answered exactly by the served generation (batch and realtime).")
     problem: str | None = Field(description="Why it is not ready yet.")
 
@@ -295,6 +438,14 @@ class DimensionsResponse(BaseModel):
                     "description": "The visitor's country (ISO 3166 alpha-2), or (unknown).",
                     "per_site": True,
                     "examples": ["DE", "US", "(unknown)"],
+                    "metrics": [
+                        "visitors",
+                        "visits",
+                        "pageviews",
+                        "views_per_visit",
+                        "bounce_rate",
+                        "visit_duration",
+                    ],
                     "ready": True,
                     "problem": None,
                 }

@@ -43,6 +43,7 @@ COMMANDS = {
     "soak": "make bench-soak (python -m bench.soak)",
     "speed": "make bench-speed (python -m bench.speed)",
     "views": "make bench-views (python -m bench.views)",
+    "visits": "make bench-visits (python -m bench.visits)",
 }
 """The command that writes each result (a result that records its own ``command`` says it)."""
 

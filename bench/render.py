@@ -36,6 +36,7 @@ from api.schemas import (
     BreakdownResponse,
     BreakdownTotals,
     Covers,
+    Exactness,
     TimeseriesPoint,
     TimeseriesResponse,
     Totals,
@@ -60,6 +61,18 @@ COVERAGE = Coverage(
     12, {0: 2496775, 1: 2506513}, datetime(2026, 11, 21, 6, tzinfo=UTC), {0: 2503120, 1: 2512877}, False, ()
 )
 VISITORS = Distinct(790.4123, 775.1234, 806.2345, False)
+METRICS = ("visitors", "pageviews")
+"""The default metrics: the answers as they were before visits."""
+NO_VISITS: dict[str, Any] = dict.fromkeys(("visits", "views_per_visit", "bounce_rate", "visit_duration"))
+
+
+def _exactness(visitors_exact: bool) -> dict[str, Exactness]:
+    hll = None if visitors_exact else render.HLL_REASON
+    return {
+        "visitors": Exactness(exact=visitors_exact, reason=hll, days=[]),
+        "pageviews": Exactness(exact=True, reason=None, days=[]),
+    }
+
 
 TIMESERIES = SeriesAnswer(
     SeriesQuery("country", f"{SITE}|DE", START, START + timedelta(days=30), Granularity.HOUR),
@@ -84,11 +97,13 @@ BREAKDOWN = TopAnswer(
 
 
 def hand_timeseries() -> bytes:
-    return orjson.dumps(render.timeseries(TIMESERIES, SITE, "DE"), option=render.JSON_OPTIONS)
+    return orjson.dumps(render.timeseries(TIMESERIES, SITE, "DE", METRICS), option=render.JSON_OPTIONS)
 
 
 def hand_breakdown() -> bytes:
-    return orjson.dumps(render.breakdown(BREAKDOWN, per_site=True), option=render.JSON_OPTIONS)
+    return orjson.dumps(
+        render.breakdown(BREAKDOWN, per_site=True, metrics=METRICS), option=render.JSON_OPTIONS
+    )
 
 
 def _distinct(d: Distinct) -> DistinctModel:
@@ -118,11 +133,13 @@ def model_timeseries() -> bytes:
         **{"from": q.start},
         to=q.end,
         granularity=q.granularity,
+        metrics=list(METRICS),
         series=[
-            TimeseriesPoint(start=p.start, pageviews=p.pageviews, visitors=_distinct(p.visitors))
+            TimeseriesPoint(start=p.start, pageviews=p.pageviews, visitors=_distinct(p.visitors), **NO_VISITS)
             for p in a.series
         ],
-        total=Totals(pageviews=a.pageviews, visitors=_distinct(a.visitors)),
+        total=Totals(pageviews=a.pageviews, visitors=_distinct(a.visitors), **NO_VISITS),
+        exactness=_exactness(a.visitors.exact and all(p.visitors.exact for p in a.series)),
         **_meta(a.coverage),
     )
     return m.__pydantic_serializer__.to_json(m, by_alias=True)
@@ -137,13 +154,21 @@ def model_breakdown() -> bytes:
         **{"from": a.start},
         to=a.end,
         limit=a.query.limit,
+        metrics=list(METRICS),
         entries=[
             BreakdownEntry(
-                rank=i, value=value_of(k, True), pageviews=v, visitors=None if d is None else _distinct(d)
+                rank=i,
+                value=value_of(k, True),
+                pageviews=v,
+                visitors=None if d is None else _distinct(d),
+                **NO_VISITS,
             )
             for i, ((k, v), d) in enumerate(zip(a.entries, a.visitors, strict=True), 1)
         ],
-        totals=BreakdownTotals(pageviews=a.total_pageviews, visitors=_distinct(a.total_visitors)),
+        totals=BreakdownTotals(
+            pageviews=a.total_pageviews, visitors=_distinct(a.total_visitors), **NO_VISITS
+        ),
+        exactness=_exactness(all(d is None or d.exact for d in [*a.visitors, a.total_visitors])),
         **_meta(a.coverage),
     )
     return m.__pydantic_serializer__.to_json(m, by_alias=True)

@@ -139,6 +139,13 @@ class Settings(BaseSettings):
         description="Micro-batches of up to this many rows compute their views in one task, with no "
         "shuffle (a shuffle costs a fixed part of a second; past ~50K rows two cores win).",
     )
+    count_visits: bool = Field(
+        True,
+        description=(
+            "Count visits (visits, bounces, duration, entry and exit pages) in both layers; off "
+            "leaves page views and visitors only (benchmarks measure the cost of visits with it)."
+        ),
+    )
     session_gap_s: int = Field(
         1800,
         ge=1,

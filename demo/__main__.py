@@ -3,7 +3,8 @@
 By the time this runs, ``make demo`` has started the stack, produced two days of history, published
 a batch generation, started the speed layer, sent live traffic past the generation's cut and
 started the API. This waits for the API to be ready and the speed layer to have counted every
-event, then prints example queries as curl commands with their answers.
+event, then prints example queries as curl commands with their answers: page views, unique
+visitors, and visits with their bounce rate and duration.
 """
 
 from __future__ import annotations
@@ -49,23 +50,48 @@ def _shorten(value: Any, items: int = 4) -> Any:
     return value
 
 
+COLUMNS = ("pageviews", "visitors", "visits", "bounce_rate", "visit_duration")
+"""The metrics the breakdown tables show, of those each dimension answers (GET /v1/dimensions)."""
+
+
+def _cell(metric: str, value: Any) -> str:
+    if value is None:
+        return f"{'-':>16}"
+    if metric == "visitors":
+        return f"{value['estimate']:>16,.0f}"
+    if metric == "bounce_rate":
+        return f"{value:>15.1f}%"
+    if metric == "visit_duration":
+        return f"{value:>14,.0f} s"
+    return f"{value:>16,}"
+
+
 def _print_breakdowns(base: str, start: str, end: str) -> None:
-    """A breakdown of shop.example.com by every dimension the API lists, as small tables."""
+    """A breakdown of shop.example.com by every dimension the API lists, as small tables, with
+    the metrics each dimension answers."""
     dimensions = httpx.get(f"{base}/v1/dimensions", timeout=60).json()["dimensions"]
     for d in dimensions:
         site = {} if d["name"] == "site" else {"site": "shop.example.com"}
-        params: dict[str, str | int] = {"dimension": d["name"], "from": start, "to": end, "limit": 5, **site}
+        metrics = [m for m in COLUMNS if m in d.get("metrics", ("visitors", "pageviews"))]
+        params: dict[str, str | int] = {
+            "dimension": d["name"],
+            "from": start,
+            "to": end,
+            "limit": 5,
+            "metrics": ",".join(metrics),
+            **site,
+        }
         request = httpx.Request("GET", f"{base}/v1/breakdown", params=params)
         answer = httpx.get(str(request.url), timeout=60).json()
         print(f"\n$ curl -s '{request.url}'")
         if "entries" not in answer:
             print(json.dumps(answer, indent=2))
             continue
-        print(f"  {d['name']:<40} {'pageviews':>10} {'visitors':>10}")
+        print(f"  {d['name']:<36}" + "".join(f"{m:>16}" for m in metrics))
         for e in answer["entries"]:
-            visitors = e["visitors"]["estimate"] if e["visitors"] else float("nan")
-            print(f"  {e['value'][:40]:<40} {e['pageviews']:>10,} {visitors:>10,.0f}")
-        print(f"  {'(all)':<40} {answer['totals']['pageviews']:>10,}")
+            print(f"  {e['value'][:36]:<36}" + "".join(_cell(m, e[m]) for m in metrics))
+        totals = answer["totals"]
+        print(f"  {'(all)':<36}" + "".join(_cell(m, totals[m]) for m in metrics))
 
 
 def main() -> int:
@@ -97,6 +123,27 @@ def main() -> int:
         (
             "/v1/timeseries",
             {"site": "shop.example.com", "dimension": "country", "value": "DE", "granularity": "day"},
+        ),
+        # The six numbers of a site, per day: visits, bounce rate and visit duration too.
+        (
+            "/v1/timeseries",
+            {
+                "site": "shop.example.com",
+                "granularity": "day",
+                "metrics": "visitors,visits,pageviews,views_per_visit,bounce_rate,visit_duration",
+            },
+        ),
+        # The pages visits start on, with their bounce rate and duration.
+        (
+            "/v1/breakdown",
+            {
+                "site": "shop.example.com",
+                "dimension": "entry_page",
+                "metrics": "visits,bounce_rate,visit_duration",
+                "from": two_days_ago,
+                "to": now.isoformat(),
+                "limit": 3,
+            },
         ),
     ]
     for path, params in queries:

@@ -193,9 +193,9 @@ class SpeedJob:
         """Commit the micro-batch with its batch id (:meth:`Committer.commit`)."""
         return self.committer.commit(batch_id, prev_offsets, end_offsets, batch.report, batch.rows_for)
 
-    def visit_watermark_ms(self) -> int:
-        """The visit state's watermark as committed (speed_layer.visits.Horizon)."""
-        return redis_call(lambda: visit_state.read_meta(self.redis)).watermark_ms
+    def visit_meta(self) -> visit_state.Meta:
+        """The visit state's watermark and cut-off as committed (speed_layer.visits.Horizon)."""
+        return redis_call(lambda: visit_state.read_meta(self.redis))
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _checkpoint_exists(self) -> bool:

@@ -1,18 +1,20 @@
-"""One micro-batch's Spark work: duplicates marked in the scan, the view rows of every active
-generation, the dead letters and the counts, in one job.
+"""One micro-batch's Spark work: duplicates marked in the scan, the view rows and the visits of
+every active generation, the dead letters and the counts.
 
 The micro-batch's rows are marked by the dedup (:mod:`speed_layer.dedup`) in the Kafka scan's task;
-an observation on the marked rows counts them (records, invalid, duplicates) and gathers the
-invalid ones for the dead-letter topic as the rows pass; the accepted, counted rows are tagged with
-every active generation whose cut they are at or past and go through the shared pass
-(:func:`views.compute`), whose rows are collected. Nothing is materialised or counted beforehand:
-the size that picks a single-task pass is the micro-batch's offset range.
+an observation on the marked rows counts them (records, invalid, duplicates, the newest log-append
+time) and gathers the invalid ones for the dead-letter topic as the rows pass; the accepted, counted
+rows are tagged with every active generation whose cut they are at or past and keyed by every
+dimension (views.shared_pass.keyed_events).
 
-That is one job for a micro-batch of up to ``speed_single_partition_rows`` records (the shared pass
-in one task). A larger one also runs the jobs that build the broadcast tables of
-``once_per_value`` dimensions (views.shared_pass), which would read the scan again: its marked rows
-are materialised first (``localCheckpoint``, a job of their own), so that the scan, the contract and
-the dedup run once. (Were the scan read twice, the dedup would answer the second reading with the
+Three jobs, each over what the one before kept in memory (``localCheckpoint``): the keyed events
+(the scan, the contract, the dedup and the keys, once); the visits of the visitor-days they touch,
+merged with the visit state (:mod:`speed_layer.visits`); and the shared pass's page views and
+sketches per generation summed with the visits' deltas, collected with the visit state's new
+values. Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is one job
+(the shared pass in one task). A larger one first materialises the marked rows: the jobs that
+build the broadcast tables of ``once_per_value`` dimensions (views.shared_pass) would otherwise read
+the scan again. (Were the scan read twice, the dedup would answer the second reading with the
 verdicts of the first: a range's verdicts are kept.)
 """
 
@@ -61,8 +63,9 @@ class MicroBatch:
         self.records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
         self._dead_lettered = False
         self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
-        self.watermark_ms = job.visit_watermark_ms()
-        """The visit state's watermark before this micro-batch (speed_layer.visits.Horizon)."""
+        self._materialised: list[DataFrame] = []
+        self.visit_meta = job.visit_meta()
+        """The visit state as committed before this micro-batch (speed_layer.visits.Horizon)."""
 
     def rows_for(self, active: dict[int, Offsets]) -> list[Any]:
         """The view rows for the ``active`` generations (one Spark job, run again only for another
@@ -95,10 +98,14 @@ class MicroBatch:
     def _visit_meta(self, newest: Any) -> dict[str, Any]:
         """The row that tells the commit the visit state's new watermark (the newest log-append
         time of the records committed with this batch) and which visits left it."""
-        settings = self.job.settings
         newest_ms = 0 if newest is None else int(newest)
-        horizon = Horizon(self.watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
-        return meta_row(max(self.watermark_ms, newest_ms), horizon.drop_before_us)
+        return meta_row(max(self.visit_meta.watermark_ms, newest_ms), self._horizon().drop_before_us)
+
+    def _horizon(self) -> Horizon:
+        settings, meta = self.job.settings, self.visit_meta
+        return Horizon(
+            meta.watermark_ms, meta.dropped_before_us, settings.visit_lateness_s, settings.session_gap_s
+        )
 
     def _job(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any]]:
         """The job itself, built anew for each run (a plan that failed keeps its failed broadcast):
@@ -131,34 +138,51 @@ class MicroBatch:
             ).alias("dead"),
         )
         single = self.records <= settings.speed_single_partition_rows
-        visits = sessions.counts_visits(self.job.dimensions)
-        if not single or visits:
-            # The broadcast tables of once_per_value dimensions, and the visit state's read of the
-            # visitor-days the batch touches, would read the scan again.
-            observed = observed.localCheckpoint(eager=True)
+        if not single:
+            # The broadcast tables of once_per_value dimensions would read the scan again.
+            observed = self._materialise(observed)
         try:
             counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
             tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
             tagged = counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull()))
-            rows = self._view_rows(tagged, active, single).collect()
+            keyed = keyed_events(tagged, self.job.dimensions, [TAGS, "kafka_partition"], single)
+            if sessions.counts_visits(self.job.dimensions):
+                # The visits' job and the views' both read the keyed events: the scan, the
+                # contract, the dedup and the keys run once.
+                keyed = self._materialise(keyed)
+            rows = self._view_rows(tagged, keyed, active, single).collect()
             return rows, observation.get
         finally:
-            if not single or visits:
-                observed.unpersist()
+            while self._materialised:
+                self._materialised.pop().unpersist()
 
-    def _view_rows(self, tagged: DataFrame, active: dict[int, Offsets], single: bool) -> DataFrame:
+    def _materialise(self, frame: DataFrame) -> DataFrame:
+        """``frame`` computed once, in a job of its own, and kept until the micro-batch's job ends
+        (the time goes to the report's ``read`` phase)."""
+        t0 = time.monotonic()
+        kept = frame.localCheckpoint(eager=True)
+        self._materialised.append(kept)
+        self.report.phases["read"] = self.report.phases.get("read", 0.0) + time.monotonic() - t0
+        return kept
+
+    def _view_rows(
+        self, tagged: DataFrame, keyed: DataFrame, active: dict[int, Offsets], single: bool
+    ) -> DataFrame:
         """The realtime view rows of the tagged events (page views and sketches, no exact visitor
         count: the sink keeps none), with the visits' deltas and the visit state's rows
-        (speed_layer.visits): the shared pass's stages, grouped by generation."""
+        (speed_layer.visits): the shared pass's stages on the keyed events, grouped by generation."""
         from pyspark.sql import functions as F
 
         settings, dims = self.job.settings, self.job.dimensions
-        keyed = keyed_events(tagged, dims, [TAGS, "kafka_partition"], single)
         by_gen = keyed.select(F.explode(TAGS).alias("gen"), *[c for c in keyed.columns if c != TAGS])
         deltas, extra = None, None
         if sessions.counts_visits(dims):
-            horizon = Horizon(self.watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
-            deltas, extra = visit_rows(keyed, dims, active, horizon, settings.redis_url)
+            t0 = time.monotonic()
+            deltas, extra, visits = visit_rows(
+                keyed, dims, active, self._horizon(), settings.redis_url, single
+            )
+            self._materialised.append(visits)
+            self.report.phases["visits"] = self.report.phases.get("visits", 0.0) + time.monotonic() - t0
         levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
         rows = assemble(levels, dims, ["gen"])
         if self.job.function_views:

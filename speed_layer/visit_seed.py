@@ -55,14 +55,17 @@ def seed(job: SpeedJob, start: Offsets | None) -> None:
         log.info("visit state: empty (no event of the master dataset is below the stream's start)")
         return
     watermark_ms = int(newest[0])
-    horizon = Horizon(watermark_ms, settings.visit_lateness_s, settings.session_gap_s)
+    horizon = Horizon(watermark_ms, visit_state.NEVER, settings.visit_lateness_s, settings.session_gap_s)
     first_day = datetime.fromtimestamp(max(horizon.drop_before_us, 0) / 1e6, UTC).strftime("%Y-%m-%d")
     days = [d for d in master.days() if d >= first_day]
     recent = master.read(job.spark, days) if days else None
     written = 0
     if recent is not None:
         written = _write(job, _visits(recent.where(_below(start)), job), horizon)
-    job.redis.hset(visit_state.META, mapping={"watermark_ms": watermark_ms, "dims": mark})
+    job.redis.hset(
+        visit_state.META,
+        mapping={"watermark_ms": watermark_ms, "dims": mark, "dropped_before_us": horizon.drop_before_us},
+    )
     log.info(
         "visit state: %d visitor-days with open visits seeded from the master dataset's days %s.. in %.1f s",
         written,

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from generations.model import Offsets
+from stores.redis import visit_state
 from stores.redis.visit_state import VisitStateSink
 from views import sessions
 from views.dimension import Dimension
@@ -55,7 +56,7 @@ FLAG_VIEW = "#visit-flag"
 """Collected rows that flag a (generation, site, day) whose realtime visits may not be exact."""
 META_VIEW = "#visit-meta"
 """The one row (added by the driver) with the state's new watermark and its drop cut-off."""
-MIN_US = -(2**62)
+MIN_US = visit_state.NEVER
 
 
 def meta_row(watermark_ms: int, drop_before_us: int) -> dict[str, Any]:
@@ -64,23 +65,33 @@ def meta_row(watermark_ms: int, drop_before_us: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Horizon:
-    """The cut-offs of one micro-batch, from the watermark committed before it."""
+    """The cut-offs of one micro-batch, from the state as committed before it.
+
+    ``dropped_before_us``: every visit the state has let go of ended before this (the largest
+    cut-off applied so far). A view at least a gap after it cannot belong to any of them, so its
+    merge is exact; an earlier one may (:attr:`late_before_us`). This micro-batch's commit then
+    lets go of the visits that ended more than ``lateness_s`` plus the gap behind the watermark
+    (:attr:`drop_before_us`)."""
 
     watermark_ms: int
+    dropped_before_us: int
     lateness_s: int
     gap_s: int
 
     @property
     def late_before_us(self) -> int:
-        """Views with an event time before this are later than the horizon."""
-        if self.watermark_ms <= 0:
+        """Views with an event time before this may belong to a visit the state let go of."""
+        if self.dropped_before_us <= MIN_US:
             return MIN_US
-        return (self.watermark_ms - self.lateness_s * 1000) * 1000
+        return self.dropped_before_us + self.gap_s * 1_000_000
 
     @property
     def drop_before_us(self) -> int:
-        """Visits that ended before this have left the state."""
-        return max(MIN_US, self.late_before_us - self.gap_s * 1_000_000)
+        """The commit of this micro-batch lets go of the visits that ended before this."""
+        if self.watermark_ms <= 0:
+            return self.dropped_before_us
+        behind = (self.watermark_ms - self.lateness_s * 1000) * 1000 - self.gap_s * 1_000_000
+        return max(self.dropped_before_us, behind)
 
 
 def dimensions_mark(dimensions: Sequence[Dimension]) -> str:
@@ -170,15 +181,21 @@ def visit_rows(
     active: dict[int, Offsets],
     horizon: Horizon,
     redis_url: str,
-) -> tuple[DataFrame, DataFrame]:
-    """(delta rows, state and flag rows) of a micro-batch's keyed page views
+    single_partition: bool = False,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(delta rows, state and flag rows, the materialised visits to unpersist after the job) of
+    a micro-batch's keyed page views
     (views.shared_pass.keyed_events grouped by ``_tags``, the generations each view is at or past
     the cut of, and ``kafka_partition``).
 
     The delta rows are views.sessions.visit_entries' rows per ``gen`` (to be summed with the page
     views: views.shared_pass.count_events); the others are (gen, view, key, day, aux) rows of
-    :data:`STATE_VIEW` and :data:`FLAG_VIEW`."""
+    :data:`STATE_VIEW` and :data:`FLAG_VIEW`. With ``single_partition`` (a small micro-batch)
+    everything runs in one task with no exchange, as the page views do (views.shared_pass)."""
     from pyspark.sql import functions as F
+
+    if single_partition:
+        keyed = keyed.coalesce(1)
 
     gens = sorted(active)
     gap_s = horizon.gap_s
@@ -201,11 +218,20 @@ def visit_rows(
     events = events.select("*", F.explode(variants).alias("variant")).where(F.col("variant").isNotNull())
     touched = keyed.select("site", "visitor_id", F.date_format("day", "yyyy-MM-dd").alias("day")).distinct()
     state = touched.mapInArrow(
-        loader(redis_url, horizon.drop_before_us, _arrow_schema_of(dimensions)), state_schema(dimensions)
+        loader(redis_url, horizon.dropped_before_us, _arrow_schema_of(dimensions)), state_schema(dimensions)
     ).withColumn("day", F.to_date("day"))
     state = state.select("*", F.explode(F.array(*[F.lit(g) for g in (-1, *gens)])).alias("variant"))
     rows = events.drop("_tags").unionByName(state)
-    lead = sessions.sessionised(rows, ["variant"], gap_s).where(F.col(f"{sessions.VISIT}.lead"))
+    if single_partition:
+        rows = rows.coalesce(1)  # a union of two single partitions has two
+    # Materialised once (a job of its own): the deltas, the new state and the flags all read it,
+    # and Spark would otherwise sessionise, and read the state, once for each.
+    lead = (
+        sessions.sessionised(rows, ["variant"], gap_s)
+        .where(F.col(f"{sessions.VISIT}.lead"))
+        .select("variant", *sessions.SUMMARY_KEYS, sessions.VISIT)
+        .localCheckpoint(eager=True)
+    )
 
     every = F.col("variant") == -1
     gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))
@@ -243,7 +269,7 @@ def visit_rows(
             F.lit(None).cast("string").alias("aux"),
         )
     )
-    return deltas, new_state.unionByName(flags)
+    return deltas, new_state.unionByName(flags), lead
 
 
 @dataclass

@@ -18,6 +18,7 @@ import inspect
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from views.dimension import Dimension, View
 
@@ -34,15 +35,29 @@ def declare(view: View) -> View:
 
 def all_views() -> list[View]:
     _load_definitions()
-    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+    found = (_counted(_REGISTRY[name]) for name in sorted(_REGISTRY))
+    return [v for v in found if v is not None]
 
 
 def get_view(name: str) -> View:
     _load_definitions()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"no view named {name!r}; registered: {', '.join(sorted(_REGISTRY))}") from None
+    view = _counted(_REGISTRY[name]) if name in _REGISTRY else None
+    if view is None:
+        known = ", ".join(v.name for v in all_views())
+        raise KeyError(f"no view named {name!r}; registered: {known}")
+    return view
+
+
+def _counted(view: View) -> View | None:
+    """``view`` as this deployment counts it: with ``count_visits`` off (a setting), dimensions
+    count no visits and the views of visits only are left out."""
+    from config.settings import get_settings
+
+    if not isinstance(view, Dimension) or get_settings().count_visits:
+        return view
+    if view.per_visit is not None:
+        return None
+    return replace(view, visits=False) if view.visits else view
 
 
 @contextmanager
@@ -89,7 +104,10 @@ def pass_fingerprint() -> str:
 def fingerprint(view: View) -> str:
     """The view's fingerprint (needs an active Spark session for a dimension's expression)."""
     if isinstance(view, Dimension):
-        declaration = f"dimension {view.name} per_site={view.per_site} key={view.expression()}"
+        declaration = (
+            f"dimension {view.name} per_site={view.per_site} visits={view.visits} "
+            f"per_visit={view.per_visit} key={view.expression()}"
+        )
     else:
         declaration = f"function {view.name} {_source(view.compute)}"
     digest = hashlib.sha256(f"{declaration}\0{pass_fingerprint()}".encode()).hexdigest()[:16]

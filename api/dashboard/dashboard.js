@@ -1,16 +1,35 @@
 // The dashboard: one site's traffic from the public API (GET /v1/timeseries, /v1/breakdown,
-// /v1/status), a chart, four breakdowns, live numbers and the freshness of what is shown.
+// /v1/status): the six numbers of the range (unique visitors, visits, page views, views per visit,
+// bounce rate, visit duration) with their exactness, a chart of the chosen one, six breakdowns,
+// live numbers and the freshness of what is shown.
 //
 // No build step: an ES module that imports the vendored uPlot. All requests go to this origin
 // (relative URLs, so the API may sit behind a path prefix). The state lives in the page's query
-// string (?site=&range=&granularity=&from=&to=&refresh=), so a view can be bookmarked or shared.
+// string (?site=&range=&granularity=&metric=&from=&to=&refresh=), so a view can be bookmarked or
+// shared.
 
 import uPlot from "./vendor/uplot/uPlot.esm.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const RANGES = { "24h": 1, "7d": 7, "30d": 30 };
-const BREAKDOWNS = ["page", "referrer", "country", "device"];
+// The metrics of /v1/timeseries and /v1/breakdown (Plausible's names), in the order shown.
+const METRICS = ["visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration"];
+const METRIC_NAMES = {
+  visitors: "Unique visitors",
+  visits: "Visits",
+  pageviews: "Page views",
+  views_per_visit: "Views per visit",
+  bounce_rate: "Bounce rate",
+  visit_duration: "Visit duration",
+};
+const VISIT_METRICS = new Set(["visits", "views_per_visit", "bounce_rate", "visit_duration"]);
+// Each breakdown panel names its dimension and the metrics of its columns in the HTML.
+const BREAKDOWNS = [...document.querySelectorAll(".breakdown")].map((section) => ({
+  section,
+  dimension: section.dataset.dimension,
+  metrics: section.dataset.metrics.split(","),
+}));
 const BREAKDOWN_LIMIT = 10;
 const MAIN_RELOAD_MS = 60_000; // a range that includes the current hour is re-queried this often
 
@@ -31,6 +50,7 @@ const state = {
   site: params.get("site") || "",
   range: params.get("range") in RANGES || params.get("range") === "custom" ? params.get("range") : "24h",
   granularity: params.get("granularity") === "day" ? "day" : "hour",
+  metric: METRICS.includes(params.get("metric")) ? params.get("metric") : "visitors",
   from: parseUtc(params.get("from")),
   to: parseUtc(params.get("to")),
   refreshS: Math.max(1, Number(params.get("refresh")) || 5),
@@ -38,7 +58,7 @@ const state = {
 if (state.range === "custom" && (state.from === null || state.to === null)) state.range = "24h";
 
 // What the page shows, kept for whoever wants to check it against the API (the tests do).
-const view = { query: null, series: null, breakdowns: {}, status: null, live: null, chart: null };
+const view = { query: null, series: null, breakdowns: {}, status: null, live: null, chart: null, metric: null };
 window.dashboard = view;
 let mainLoads = 0;
 let liveLoads = 0;
@@ -78,8 +98,48 @@ function fmtVisitors(v) {
   return { text: `≈${fmtInt(v.estimate)}`, band: `95%: ${fmtInt(v.lower)} – ${fmtInt(v.upper)}` };
 }
 
+function fmtDuration(seconds) {
+  const s = Math.round(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+const decimals = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+const percent = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
+
+/** A figure of a metric other than visitors (null: no visits, so no rate or average). */
+function fmtMetric(metric, value) {
+  if (value == null) return "–";
+  if (metric === "views_per_visit") return decimals.format(value);
+  if (metric === "bounce_rate") return `${percent.format(value)}%`;
+  if (metric === "visit_duration") return fmtDuration(value);
+  return fmtInt(value);
+}
+
+/** A metric's figure as shown and its raw value (for visitors: the estimate, with its band). */
+function figure(metric, value) {
+  if (metric === "visitors") {
+    const v = fmtVisitors(value);
+    return { text: v.text, title: v.band, raw: value == null ? null : value.estimate };
+  }
+  return { text: fmtMetric(metric, value), title: "", raw: value };
+}
+
+/** What the answer's `exactness` says of a metric, in a few words (and the reason in full). */
+function exactnessOf(metric, answer, value) {
+  const e = answer.exactness && answer.exactness[metric];
+  if (metric === "visitors" && value) {
+    // One figure: exact or an estimate with its band, whatever the answer's other figures are.
+    return value.exact ? { exact: true, text: "exact", reason: "" } : { exact: false, text: fmtVisitors(value).band, reason: e ? e.reason : "" };
+  }
+  if (!e || e.exact) return { exact: true, text: "exact", reason: "" };
+  const days = e.days && e.days.length ? `: ${e.days.join(", ")}` : "";
+  return { exact: false, text: `not exact${days}`, reason: e.reason || "" };
+}
+
 function fmtValue(dimension, value) {
-  if (dimension === "page") return value.replace(/^https?:\/\//, "");
+  if (dimension === "page" || dimension === "entry_page" || dimension === "exit_page") return value.replace(/^https?:\/\//, "");
   if (dimension === "country" && regions && /^[A-Z]{2}$/.test(value)) {
     try {
       return `${value} · ${regions.of(value)}`;
@@ -170,24 +230,30 @@ function chartHeight() {
   return window.matchMedia("(max-width: 640px)").matches ? 220 : 300;
 }
 
-function chartOptions(width) {
-  const count = (u, v) => fmtInt(v);
+/** The chart of one metric; for visitors with the 95% band of the estimate. */
+function chartOptions(width, metric) {
+  const shown = (u, v) => (metric === "visitors" ? fmtInt(v) : fmtMetric(metric, v));
+  const series = [
+    { label: "Time (UTC)", value: (u, v) => (v == null ? "–" : fmtTime(v * 1000)) },
+    { label: METRIC_NAMES[metric], stroke: metric === "visitors" ? ORANGE : BLUE, width: 2, value: shown },
+  ];
+  if (metric === "visitors") {
+    series.push(
+      { label: "Visitors 95% low", stroke: "rgba(194,65,12,0.35)", width: 1, dash: [4, 4], value: shown },
+      { label: "Visitors 95% high", stroke: "rgba(194,65,12,0.35)", width: 1, dash: [4, 4], value: shown },
+    );
+  }
+  const top = metric === "bounce_rate" ? () => 100 : (max) => Math.max(1, max * 1.05);
   return {
     width,
     height: chartHeight(),
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"),
-    scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.05)] } },
-    series: [
-      { label: "Time (UTC)", value: (u, v) => (v == null ? "–" : fmtTime(v * 1000)) },
-      { label: "Page views", stroke: BLUE, width: 2, value: count },
-      { label: "Visitors", stroke: ORANGE, width: 2, value: count },
-      { label: "Visitors 95% low", stroke: "rgba(194,65,12,0.35)", width: 1, dash: [4, 4], value: count },
-      { label: "Visitors 95% high", stroke: "rgba(194,65,12,0.35)", width: 1, dash: [4, 4], value: count },
-    ],
-    bands: [{ series: [4, 3], fill: "rgba(194,65,12,0.14)" }],
+    scales: { x: { time: true }, y: { range: (u, min, max) => [0, top(max)] } },
+    series,
+    bands: metric === "visitors" ? [{ series: [3, 2], fill: "rgba(194,65,12,0.14)" }] : [],
     axes: [
       { label: "UTC", labelSize: 20, values: timeTicks },
-      { size: 64, values: (u, splits) => splits.map((v) => fmtInt(v)) },
+      { size: 72, values: (u, splits) => splits.map((v) => shown(u, v)) },
     ],
   };
 }
@@ -203,24 +269,33 @@ function timeTicks(u, splits, axisIdx, space, increment) {
   });
 }
 
-function chartData(series) {
+function chartData(series, metric) {
+  const times = series.map((p) => Date.parse(p.start) / 1000);
+  if (metric !== "visitors") return [times, series.map((p) => p[metric])];
   return [
-    series.map((p) => Date.parse(p.start) / 1000),
-    series.map((p) => p.pageviews),
+    times,
     series.map((p) => p.visitors.estimate),
     series.map((p) => p.visitors.lower),
     series.map((p) => p.visitors.upper),
   ];
 }
 
+let chartObserved = false;
+
+/** The chart of the chosen metric; a new chart when the metric changes (its series differ). */
 function drawChart(series) {
   const el = $("chart");
-  const data = chartData(series);
-  if (view.chart) {
+  const data = chartData(series, state.metric);
+  if (view.chart && view.metric === state.metric) {
     view.chart.setData(data);
     return;
   }
-  view.chart = new uPlot(chartOptions(el.clientWidth), data, el);
+  if (view.chart) view.chart.destroy();
+  view.metric = state.metric;
+  el.setAttribute("aria-label", `Chart of ${METRIC_NAMES[state.metric].toLowerCase()} over time`);
+  view.chart = new uPlot(chartOptions(el.clientWidth, state.metric), data, el);
+  if (chartObserved) return;
+  chartObserved = true;
   new ResizeObserver(() => {
     if (view.chart && el.clientWidth > 0) view.chart.setSize({ width: el.clientWidth, height: chartHeight() });
   }).observe(el);
@@ -228,13 +303,20 @@ function drawChart(series) {
 
 // --- rendering -----------------------------------------------------------------------------------
 
-function cell(text, { num = false, title = "", tag = "td" } = {}) {
+function cell(text, { num = false, title = "", tag = "td", metric = null, raw = undefined } = {}) {
   const td = document.createElement(tag);
   td.textContent = text;
   if (num) td.className = "num";
   if (title) td.title = title;
   if (tag === "th") td.scope = "row";
+  if (metric) td.dataset.metric = metric;
+  if (raw !== undefined) td.dataset.value = raw == null ? "" : String(raw);
   return td;
+}
+
+function metricCell(metric, value) {
+  const f = figure(metric, value);
+  return cell(f.text, { num: true, title: f.title, metric, raw: f.raw });
 }
 
 function messageRow(tbody, text, columns) {
@@ -256,49 +338,84 @@ function visitorsTile(el, v) {
   }
 }
 
+/** The six numbers of the range, each with what the answer says of its exactness. */
+function renderTotals(answer) {
+  for (const metric of METRICS) {
+    const value = answer.total[metric];
+    const tile = document.querySelector(`#metric [data-metric="${metric}"]`);
+    const f = figure(metric, value);
+    const e = exactnessOf(metric, answer, value);
+    $(`total-${metric}`).textContent = f.text;
+    tile.dataset.value = f.raw == null ? "" : String(f.raw);
+    tile.dataset.exact = String(e.exact);
+    const small = tile.querySelector(".exactness");
+    small.textContent = e.text;
+    small.title = e.reason;
+  }
+}
+
+function clearTotals() {
+  for (const metric of METRICS) {
+    const tile = document.querySelector(`#metric [data-metric="${metric}"]`);
+    $(`total-${metric}`).textContent = "–";
+    tile.dataset.value = "";
+    delete tile.dataset.exact;
+    tile.querySelector(".exactness").textContent = "";
+  }
+}
+
 function renderSeries(answer) {
   view.series = answer;
-  $("total-pageviews").textContent = fmtInt(answer.total.pageviews);
-  visitorsTile($("total-visitors"), answer.total.visitors);
+  renderTotals(answer);
   drawChart(answer.series);
   const rows = answer.series.map((p) => {
     const tr = document.createElement("tr");
     const v = fmtVisitors(p.visitors);
-    tr.append(cell(fmtTime(Date.parse(p.start)), { tag: "th" }), cell(fmtInt(p.pageviews), { num: true }), cell(v.text, { num: true }), cell(v.band, { num: true }));
+    tr.append(
+      cell(fmtTime(Date.parse(p.start)), { tag: "th" }),
+      metricCell("visitors", p.visitors),
+      cell(v.band, { num: true }),
+      ...METRICS.filter((m) => m !== "visitors").map((m) => metricCell(m, p[m])),
+    );
     return tr;
   });
   $("series-table").tBodies[0].replaceChildren(...rows);
 }
 
-function renderBreakdown(section, dimension, result) {
+function renderBreakdown({ section, dimension, metrics }, result) {
   const tbody = section.querySelector("tbody");
   const days = section.querySelector(".days");
+  const columns = 2 + metrics.length;
   if (result.status === "rejected") {
     const error = result.reason;
     view.breakdowns[dimension] = null;
     days.textContent = "";
-    messageRow(tbody, error.status === 409 ? `Not ready yet: ${error.message}` : `Unavailable: ${error.message}`, 4);
+    messageRow(tbody, error.status === 409 ? `Not ready yet: ${error.message}` : `Unavailable: ${error.message}`, columns);
     return;
   }
   const answer = result.value;
   view.breakdowns[dimension] = answer;
+  // Ranked by page views, or by visits for a dimension that counts visits only.
+  const ranked = metrics.includes("pageviews") ? "pageviews" : "visits";
+  const noun = ranked === "pageviews" ? "page views" : "visits";
+  const total = answer.totals[ranked];
   const last = Date.parse(answer.to) - DAY;
-  days.textContent = `UTC days ${fmtDay(Date.parse(answer.from))} to ${fmtDay(last)} (whole days) · ${fmtInt(answer.totals.pageviews)} page views in all`;
+  const inAll = total == null ? "" : ` · ${fmtInt(total)} ${noun} in all`;
+  const notExact = metrics.filter((m) => m !== "visitors" && !exactnessOf(m, answer, null).exact);
+  const flagged = notExact.length ? ` · ${METRIC_NAMES[notExact[0]].toLowerCase()} not exact: ${answer.exactness[notExact[0]].days.join(", ")}` : "";
+  days.textContent = `UTC days ${fmtDay(Date.parse(answer.from))} to ${fmtDay(last)} (whole days)${inAll}${flagged}`;
+  days.title = notExact.length ? answer.exactness[notExact[0]].reason || "" : "";
   if (answer.entries.length === 0) {
-    messageRow(tbody, "No page views in this range.", 4);
+    messageRow(tbody, `No ${noun} in this range.`, columns);
     return;
   }
   const rows = answer.entries.map((e) => {
     const tr = document.createElement("tr");
     tr.dataset.value = e.value;
-    const v = fmtVisitors(e.visitors);
-    const share = answer.totals.pageviews ? ` (${Math.round((100 * e.pageviews) / answer.totals.pageviews)}%)` : "";
-    tr.append(
-      cell(String(e.rank), { num: true }),
-      cell(fmtValue(dimension, e.value), { tag: "th", title: e.value }),
-      cell(fmtInt(e.pageviews), { num: true, title: `${fmtInt(e.pageviews)} page views${share}` }),
-      cell(v.text, { num: true, title: v.band }),
-    );
+    const cells = metrics.map((m) => metricCell(m, e[m]));
+    const share = total ? ` (${Math.round((100 * e[ranked]) / total)}%)` : "";
+    cells[metrics.indexOf(ranked)].title = `${fmtInt(e[ranked])} ${noun}${share}`;
+    tr.append(cell(String(e.rank), { num: true }), cell(fmtValue(dimension, e.value), { tag: "th", title: e.value }), ...cells);
     return tr;
   });
   tbody.replaceChildren(...rows);
@@ -306,13 +423,13 @@ function renderBreakdown(section, dimension, result) {
 
 function clearMain(reason) {
   view.series = null;
-  for (const id of ["total-pageviews", "total-visitors"]) $(id).textContent = "–";
-  if (view.chart) view.chart.setData([[], [], [], [], []]);
-  messageRow($("series-table").tBodies[0], reason, 4);
-  for (const section of document.querySelectorAll(".breakdown")) {
-    view.breakdowns[section.dataset.dimension] = null;
+  clearTotals();
+  if (view.chart) view.chart.setData(view.metric === "visitors" ? [[], [], [], []] : [[], []]);
+  messageRow($("series-table").tBodies[0], reason, 2 + METRICS.length);
+  for (const { section, dimension, metrics } of BREAKDOWNS) {
+    view.breakdowns[dimension] = null;
     section.querySelector(".days").textContent = "";
-    messageRow(section.querySelector("tbody"), reason, 4);
+    messageRow(section.querySelector("tbody"), reason, 2 + metrics.length);
   }
   $("fresh-batch").textContent = "–";
   $("fresh-realtime").textContent = "–";
@@ -375,12 +492,12 @@ async function loadMain() {
   mainController = controller;
   const { from, to } = windowOf();
   const range = { from: iso(from), to: iso(to) };
-  view.query = { site: state.site, granularity: state.granularity, ...range };
+  view.query = { site: state.site, granularity: state.granularity, metrics: METRICS.join(","), ...range };
   $("range-label").textContent = `${fmtTime(from)} to ${fmtTime(to)} (exclusive), per ${state.granularity}`;
   document.body.setAttribute("aria-busy", "true");
   const requests = [
-    api("v1/timeseries", { site: state.site, dimension: "site", granularity: state.granularity, ...range }, controller.signal),
-    ...BREAKDOWNS.map((d) => api("v1/breakdown", { site: state.site, dimension: d, limit: BREAKDOWN_LIMIT, ...range }, controller.signal)),
+    api("v1/timeseries", { site: state.site, dimension: "site", granularity: state.granularity, metrics: view.query.metrics, ...range }, controller.signal),
+    ...BREAKDOWNS.map((b) => api("v1/breakdown", { site: state.site, dimension: b.dimension, metrics: b.metrics.join(","), limit: BREAKDOWN_LIMIT, ...range }, controller.signal)),
   ];
   const [series, ...breakdowns] = await Promise.allSettled(requests);
   if (controller.signal.aborted) return;
@@ -396,7 +513,7 @@ async function loadMain() {
     problems.main = partialProblem(series.value);
     renderSeries(series.value);
     renderCovers(series.value.covers);
-    document.querySelectorAll(".breakdown").forEach((section, i) => renderBreakdown(section, BREAKDOWNS[i], breakdowns[i]));
+    BREAKDOWNS.forEach((b, i) => renderBreakdown(b, breakdowns[i]));
   }
   showBanner();
   document.body.removeAttribute("aria-busy");
@@ -444,7 +561,7 @@ function liveLoop() {
 // --- the controls --------------------------------------------------------------------------------
 
 function saveState() {
-  const q = new URLSearchParams({ site: state.site, range: state.range, granularity: state.granularity });
+  const q = new URLSearchParams({ site: state.site, range: state.range, granularity: state.granularity, metric: state.metric });
   if (state.range === "custom") {
     q.set("from", iso(state.from));
     q.set("to", iso(state.to));
@@ -479,6 +596,7 @@ function setupControls() {
   const form = $("controls");
   for (const radio of form.elements.range) radio.checked = radio.value === state.range;
   $("granularity").value = state.granularity;
+  for (const radio of document.querySelectorAll("input[name=metric]")) radio.checked = radio.value === state.metric;
   $("custom").hidden = state.range !== "custom";
   const { from, to } = windowOf();
   $("from").value = inputValue(from);
@@ -492,6 +610,13 @@ function setupControls() {
   $("granularity").addEventListener("change", (e) => {
     state.granularity = e.target.value;
     changed();
+  });
+  // The chart shows another of the six numbers: redrawn from the answer shown, no new query.
+  $("metric").addEventListener("change", (e) => {
+    if (e.target.name !== "metric") return;
+    state.metric = e.target.value;
+    saveState();
+    if (view.series) drawChart(view.series.series);
   });
   $("range").addEventListener("change", (e) => {
     if (e.target.name !== "range") return;

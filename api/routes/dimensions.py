@@ -45,23 +45,27 @@ async def dimensions(engine: EngineDep) -> render.JsonBytes:
     "/timeseries",
     response_model=TimeseriesResponse,
     responses=ERRORS,
-    summary="Page views and unique visitors of one value of a dimension, per hour or day",
+    summary="The metrics (visitors, visits, page views, ...) of one value of a dimension, per hour or day",
 )
 async def timeseries(engine: EngineDep, r: TimeseriesRequestDep) -> render.JsonBytes:
-    """Exact page views and unique visitors (HLL with 95% bounds, exact when one batch bucket
-    answers alone), from one snapshot of the served generation's batch and realtime views."""
+    """The metrics asked for (default: page views and unique visitors) from one snapshot of the
+    served generation's batch and realtime views: exact page views, unique visitors (HLL with 95%
+    bounds, exact when one batch bucket answers alone), and visits, views per visit, bounce rate
+    and visit duration (exact unless `exactness` says otherwise). A metric the dimension does not
+    count is a 422 naming `metrics`."""
     answer = await engine.series(r.query, r.after)
-    return render.json_response(render.timeseries(answer, r.site, r.value))
+    return render.json_response(render.timeseries(answer, r.site, r.value, r.metrics))
 
 
 @router.get(
     "/breakdown",
     response_model=BreakdownResponse,
     responses=ERRORS,
-    summary="The top values of a dimension over whole UTC days, with visitors and totals",
+    summary="The top values of a dimension over whole UTC days, with their metrics and totals",
 )
 async def breakdown(engine: EngineDep, r: BreakdownRequestDep) -> render.JsonBytes:
-    """Values ranked by page views (ties by value) over the UTC days the range touches; each with
-    its unique visitors; `totals` over every value of the site."""
+    """Values ranked by page views (by visits for entry_page and exit_page; ties by value) over the
+    UTC days the range touches, each with the metrics asked for (default: page views and unique
+    visitors); `totals` over every value of the site."""
     answer = await engine.top(r.query, r.after)
-    return render.json_response(render.breakdown(answer, r.per_site))
+    return render.json_response(render.breakdown(answer, r.per_site, r.metrics))

@@ -4,8 +4,8 @@ What the state holds (views.sessions has the definition): for each visitor-day, 
 the visits of every page view the speed layer has committed (and, after a fresh start, of the
 master dataset's events before its first offset), as long as a visit may still change: a visit is
 dropped once its last view is more than the lateness horizon plus the session gap behind the
-newest log-append time (the **watermark**). A page view later than the horizon may belong to a
-visit that was dropped; the speed layer still merges it but marks the visit tainted and flags its
+newest log-append time (the **watermark**). A page view less than a gap after the latest visit let
+go of may belong to one; the speed layer still merges it but marks the visit tainted and flags its
 buckets (:func:`flags_key`).
 
 Layout:
@@ -15,8 +15,9 @@ Layout:
   name, the Kafka partitions its views came from);
 - ``lambda:vs:#ends``: sorted set of those keys by their latest visit end, so visitor-days whose
   every visit is past the horizon go without a scan;
-- ``lambda:vs:#meta``: hash of ``watermark_ms`` (newest log-append time committed) and ``dims``
-  (the dimensions the first/last keys are stored for: a state of other dimensions is rebuilt).
+- ``lambda:vs:#meta``: hash of ``watermark_ms`` (newest log-append time committed),
+  ``dropped_before_us`` (every visit let go of ended before it) and ``dims`` (the dimensions the
+  first/last keys are stored for: a state of other dimensions is rebuilt).
 
 The read half (:func:`load`) runs in Spark's executors for the visitor-days a micro-batch touches;
 the write half (:class:`VisitStateSink`) queues the new summaries into the micro-batch's commit
@@ -56,10 +57,17 @@ def flag_member(site: str, day: str) -> str:
     return f"{site}|{day}"
 
 
+NEVER = -(2**62)
+"""A time before every event: no visit has been let go of yet."""
+
+
 @dataclass(frozen=True)
 class Meta:
     watermark_ms: int = 0
+    """The newest log-append time committed."""
     dims: str = ""
+    dropped_before_us: int = NEVER
+    """Every visit the state has let go of ended before this."""
 
 
 def read_meta(client: redis.Redis) -> Meta:
@@ -68,7 +76,11 @@ def read_meta(client: redis.Redis) -> Meta:
         return Meta()
     values = {(k.decode() if isinstance(k, bytes) else k): v for k, v in raw.items()}
     dims = values.get("dims", b"")
-    return Meta(int(values.get("watermark_ms", 0)), dims.decode() if isinstance(dims, bytes) else str(dims))
+    return Meta(
+        int(values.get("watermark_ms", 0)),
+        dims.decode() if isinstance(dims, bytes) else str(dims),
+        int(values.get("dropped_before_us", NEVER)),
+    )
 
 
 def clear(client: redis.Redis, dims: str, watermark_ms: int = 0) -> int:
@@ -83,7 +95,7 @@ def clear(client: redis.Redis, dims: str, watermark_ms: int = 0) -> int:
             batch = []
     if batch:
         deleted += int(client.delete(*batch))
-    client.hset(META, mapping={"watermark_ms": watermark_ms, "dims": dims})
+    client.hset(META, mapping={"watermark_ms": watermark_ms, "dims": dims, "dropped_before_us": NEVER})
     return deleted
 
 
@@ -150,5 +162,5 @@ class VisitStateSink:
             pipe.zadd(ENDS, {key: end for key, (_, end) in self._states.items()})
         for gen, members in self._flags.items():
             pipe.sadd(flags_key(gen), *sorted(members))
-        pipe.hset(META, "watermark_ms", self.watermark_ms)
+        pipe.hset(META, mapping={"watermark_ms": self.watermark_ms, "dropped_before_us": self.drop_before_us})
         return len(self._states)

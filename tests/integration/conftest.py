@@ -203,6 +203,10 @@ def realtime_documents(settings: Settings, gen: int) -> dict[str, dict[tuple[str
                 "h_pv": [int(h.get(keys.hour_field(keys.PV, i), 0)) for i in range(24)],
                 "sk": h.get(keys.SKETCH),
                 "h_sk": [h.get(keys.hour_field(keys.SKETCH, i)) for i in range(24)],
+                **{m: int(h.get(m, 0)) for m in keys.VISIT_FIELDS},
+                "h_visits": [
+                    tuple(int(h.get(keys.hour_field(m, i), 0)) for m in keys.VISIT_FIELDS) for i in range(24)
+                ],
             }
     finally:
         r.close()
@@ -247,6 +251,42 @@ def assert_merged_matches(settings: Settings, expected: Recount) -> None:
             merged = union_bytes([bd["sk"] if bd else None, rd["sk"] if rd else None])
             assert merged is not None
             assert_sketch_covers(merged, len(b.visitors))
+
+
+def assert_merged_visits_match(settings: Settings, events: Iterable[PageView]) -> None:
+    """The served generation's batch visits plus its realtime visits (deltas, retractions included)
+    equal the reference sessioniser's visits of ``events`` (first copies), bucket for bucket and
+    hour for hour, and no bucket of the served generation is flagged."""
+    from stores.redis import keys
+    from stores.redis.visit_state import flags_key
+    from tests.oracle_visits import combine, compare_recounts, sum_rows, visit_recount
+
+    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+    pointer = keys.decode_served(r.get(keys.SERVED))
+    flags = r.smembers(flags_key(pointer.gen))
+    r.close()
+    assert not flags, f"generation {pointer.gen} flags {sorted(flags)}"
+    batch = served_documents(settings) if pointer.gen > 0 else {}
+    realtime = realtime_documents(settings, pointer.gen)
+
+    def rows(docs: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+        for view, by_ident in docs.items():
+            for (key, day), d in by_ident.items():
+                hours = [
+                    {"hour": hour, **dict(zip(keys.VISIT_FIELDS, values, strict=True))}
+                    for hour, values in enumerate(d.get("h_visits") or ())
+                ]
+                yield {
+                    "view": view,
+                    "key": key,
+                    "day": day,
+                    **{m: d.get(m) for m in keys.VISIT_FIELDS},
+                    "hours": hours,
+                }
+
+    got = combine(sum_rows(rows(batch)), sum_rows(rows(realtime)))
+    problems = compare_recounts(visit_recount(events, settings.session_gap_s), got)
+    assert not problems, f"generation {pointer.gen}: " + "\n".join(problems[:30])
 
 
 # The serving tests' fixtures (platforms with a served generation) live in their own module,

@@ -27,6 +27,7 @@ import pytest
 import uvicorn
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -43,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "dashboard.png"
 SITE = "shop.example.com"
 NO_NUMBER = "\u2013"  # what the page shows where it has no number (an en dash)
-BREAKDOWNS = ("page", "referrer", "country", "device")
+BREAKDOWNS = ("page", "entry_page", "exit_page", "referrer", "country", "device")
+METRICS = ("visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration")
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -166,6 +168,11 @@ def shown_query(browser: WebDriver) -> dict[str, str]:
     return query
 
 
+def shown_metric(browser: WebDriver) -> str:
+    metric: str = browser.execute_script("return window.dashboard.metric")
+    return metric
+
+
 def api_get(base: str, path: str, **params: Any) -> dict[str, Any]:
     response = httpx.get(f"{base}{path}", params=params, timeout=30)
     assert response.status_code == 200, response.text
@@ -177,46 +184,69 @@ def parse(t: str) -> datetime:
     return datetime.fromisoformat(t.replace("Z", "+00:00"))
 
 
+def shown_value(raw: str | None) -> float | None:
+    """A figure the page keeps in ``data-value`` (empty: none)."""
+    return None if not raw else float(raw)
+
+
+def api_value(metric: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    return float(value["estimate"] if metric == "visitors" else value)
+
+
 def assert_page_equals_api(browser: WebDriver, base: str) -> dict[str, Any]:
-    """The chart's data, the totals, the series table and the four breakdown tables are the API's
-    answers to the query the page says it made."""
+    """The chart's data, the six numbers with their exactness, the series table and the six
+    breakdown tables are the API's answers to the queries the page says it made."""
     q = shown_query(browser)
-    assert q["site"] == SITE
+    assert q["site"] == SITE and q["metrics"] == ",".join(METRICS)
     answer = api_get(base, "/v1/timeseries", dimension="site", **q)
-    chart = browser.execute_script("return window.dashboard.chart.data")
     series = answer["series"]
+    metric = shown_metric(browser)
+    chart = browser.execute_script("return window.dashboard.chart.data")
     assert chart[0] == [parse(p["start"]).timestamp() for p in series]
-    assert chart[1] == [p["pageviews"] for p in series]
-    assert chart[2] == [p["visitors"]["estimate"] for p in series]
-    assert chart[3] == [p["visitors"]["lower"] for p in series]
-    assert chart[4] == [p["visitors"]["upper"] for p in series]
+    if metric == "visitors":
+        assert chart[1:] == [[p["visitors"][b] for p in series] for b in ("estimate", "lower", "upper")]
+    else:
+        assert chart[1:] == [[p[metric] for p in series]]
     assert digits(text_of(browser, "total-pageviews")) == answer["total"]["pageviews"]
-    shown_visitors = text_of(browser, "total-visitors").splitlines()[0]
+    shown_visitors = text_of(browser, "total-visitors")
     assert digits(shown_visitors) == round(answer["total"]["visitors"]["estimate"])
     assert shown_visitors.startswith("≈") != answer["total"]["visitors"]["exact"]
+    for m in METRICS:
+        tile = browser.find_element(By.CSS_SELECTOR, f'#metric [data-metric="{m}"]')
+        assert shown_value(tile.get_attribute("data-value")) == api_value(m, answer["total"][m]), m
+        exact = answer["total"]["visitors"]["exact"] if m == "visitors" else answer["exactness"][m]["exact"]
+        assert tile.get_attribute("data-exact") == str(exact).lower(), m
+        assert tile.find_element(By.CSS_SELECTOR, ".exactness").text, m
+    assert answer["total"]["visits"] > 0 and answer["exactness"]["visits"]["exact"]
     rows = browser.find_elements(By.CSS_SELECTOR, "#series-table tbody tr")
     assert len(rows) == len(series)
 
     for dimension in BREAKDOWNS:
+        section = browser.find_element(By.CSS_SELECTOR, f'.breakdown[data-dimension="{dimension}"]')
+        metrics = section.get_attribute("data-metrics")
         expected = api_get(
             base,
             "/v1/breakdown",
             site=SITE,
             dimension=dimension,
+            metrics=metrics,
             limit=10,
             **{"from": q["from"], "to": q["to"]},
         )
-        section = browser.find_element(By.CSS_SELECTOR, f'.breakdown[data-dimension="{dimension}"]')
         shown = [
             (
                 tr.get_attribute("data-value"),
-                digits(tr.find_elements(By.CSS_SELECTOR, "td")[1].get_attribute("textContent")),
-                digits(tr.find_elements(By.CSS_SELECTOR, "td")[2].get_attribute("textContent")),
+                [
+                    (td.get_attribute("data-metric"), shown_value(td.get_attribute("data-value")))
+                    for td in tr.find_elements(By.CSS_SELECTOR, "td[data-metric]")
+                ],
             )
             for tr in section.find_elements(By.CSS_SELECTOR, "tbody tr")
         ]
         assert shown == [
-            (e["value"], e["pageviews"], round(e["visitors"]["estimate"])) for e in expected["entries"]
+            (e["value"], [(m, api_value(m, e[m])) for m in metrics.split(",")]) for e in expected["entries"]
         ], dimension
         assert expected["entries"], f"no {dimension} in the range: the test data is too thin"
     return answer
@@ -250,6 +280,18 @@ def test_the_page_is_served_offline_and_equals_the_api(browser: WebDriver, base:
     assert text_of(browser, "fresh-microbatch").startswith(f"#{status['speed']['batch_id']} at ")
     assert "UTC" in text_of(browser, "fresh-cut")
 
+    # The chart switches between the six numbers (keyboard: the arrow keys move the radio group),
+    # redrawn from the same answer.
+    for metric in ("visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration"):
+        browser.find_element(By.CSS_SELECTOR, f'#metric [data-metric="{metric}"]').click()
+        wait_for(f"the chart of {metric}", lambda: shown_metric(browser) == metric)  # noqa: B023
+        assert f"metric={metric}" in browser.current_url
+        assert_page_equals_api(browser, base)
+    browser.execute_script("document.querySelector('input[name=metric]:checked').focus()")
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT).perform()  # from the last to the first
+    wait_for("the chart of visitors", lambda: shown_metric(browser) == "visitors")
+    assert_page_equals_api(browser, base)
+
     # Nothing was requested from anywhere but the API, and nothing went wrong in the console.
     resources = browser.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"
@@ -259,7 +301,8 @@ def test_the_page_is_served_offline_and_equals_the_api(browser: WebDriver, base:
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []
 
-    # Laptop width: the screenshot in the README (the whole page).
+    # Laptop width: the screenshot in the README (the whole page), nothing focused.
+    browser.execute_script("document.activeElement.blur()")
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1280, height + 140)
     SCREENSHOT.parent.mkdir(exist_ok=True)

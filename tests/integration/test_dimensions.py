@@ -68,10 +68,11 @@ def check_dimension(
     ranked = sorted(expected.items(), key=lambda kv: (-kv[1][0], kv[0]))[:50]
     assert [(f"{prefix}{e.value}", e.pageviews) for e in answer.entries] == [(k, v[0]) for k, v in ranked]
     for entry in answer.entries:
-        assert entry.visitors is not None
+        assert entry.visitors is not None and entry.visits is None
         assert_estimate(entry.visitors.model_dump(), len(expected[f"{prefix}{entry.value}"][1]))
     assert answer.totals.pageviews == sum(v[0] for v in expected.values())
-    assert not answer.partial
+    assert not answer.partial and answer.metrics == ["visitors", "pageviews"]
+    assert answer.exactness["pageviews"].exact
 
     # The top values hour by hour over the last day with traffic, and per day over the range.
     last = hour_floor(max(e.ts for e in events)) + timedelta(hours=1)
@@ -86,6 +87,7 @@ def check_dimension(
             for point in series.series:
                 got = recount_of(events, key_of, point.start, point.start + step).get(key, (0, set()))
                 assert point.pageviews == got[0], (dimension, key, point.start)
+                assert point.visitors is not None
                 assert_estimate(point.visitors.model_dump(), len(got[1]))
             assert series.total.pageviews == recount_of(events, key_of, a, b).get(key, (0, set()))[0]
 
@@ -99,6 +101,8 @@ def test_every_shipped_dimension_through_the_generic_endpoints_equals_the_recoun
             "referrer": True,
             "country": True,
             "device": True,
+            "entry_page": True,
+            "exit_page": True,
         }
         for name in ("page", "referrer", "country", "device"):
             check_dimension(api, served.events, name, DIMENSION_KEYS[name], per_site=name != "page")

@@ -34,6 +34,7 @@ from stores.redis import keys
 from tests.conftest import ROOT
 from tests.integration.conftest import (
     assert_merged_matches,
+    assert_merged_visits_match,
     assert_realtime_matches,
     platform_env,
     produce,
@@ -284,6 +285,8 @@ def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
     log = read_log(platform.kafka_bootstrap, platform.events_topic)
     try:
         assert_realtime_matches(realtime_documents(platform, 0), recount_past(log, {}))
+        # Visits too: every kill replayed its batch's state reads and retractions exactly once.
+        assert_merged_visits_match(platform, [r.event for r in first_copies(log) if r.event])
     except AssertionError as exc:
         raise AssertionError(f"{happened}\n{exc}") from exc
 
@@ -410,7 +413,10 @@ def test_batch_generations_at_random_moments_merge_exactly_with_the_realtime_vie
             served, _ = served_cut(platform)
             assert served == summary.gen
             log = read_log(platform.kafka_bootstrap, platform.events_topic)
-            assert_merged_matches(platform, recount(r.event for r in first_copies(log) if r.event))
+            first = [r.event for r in first_copies(log) if r.event]
+            assert_merged_matches(platform, recount(first))
+            # Visits: batch + realtime (retractions included) = the reference sessioniser's.
+            assert_merged_visits_match(platform, first)
     finally:
         batch.close()
     assert speed.stop() == 0, speed.tail()

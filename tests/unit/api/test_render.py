@@ -45,6 +45,7 @@ from serving_layer import (
     TopQuery,
     UniqueVisitorsAnswer,
 )
+from serving_layer.answers import Visits, VisitsExactness
 
 BASE = datetime(2026, 11, 20, tzinfo=UTC)
 END = BASE + timedelta(days=2)
@@ -52,6 +53,9 @@ FULL = Coverage(12, {0: 2496775, 1: 2506513}, BASE + timedelta(microseconds=1234
 PARTIAL = Coverage(12, {0: 2496775, 1: 2506513}, BASE, None, True, ("realtime",))
 ESTIMATE = Distinct(790.4123, 775.1234, 806.2345, False)
 EXACT = Distinct(812.0, 812.0, 812.0, True)
+VISITS = Visits(9, 4, 1_234_567, 31)
+DEFAULT = ("visitors", "pageviews")
+ALL = ("visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration")
 
 
 def points(n: int) -> list[datetime]:
@@ -152,6 +156,7 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
             ),
             "shop.example.com",
             "DE",
+            DEFAULT,
         ),
         TimeseriesResponse,
     ),
@@ -160,6 +165,40 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
             SeriesAnswer(series_query("site", "shop.example.com"), [], 0, EXACT, PARTIAL),
             None,
             "shop.example.com",
+            DEFAULT,
+        ),
+        TimeseriesResponse,
+    ),
+    "timeseries with every metric, visits not exact": (
+        lambda: render.timeseries(
+            SeriesAnswer(
+                series_query("site", "shop.example.com"),
+                [SeriesPoint(t, 10 + i, EXACT, VISITS if i else Visits()) for i, t in enumerate(points(48))],
+                5928,
+                ESTIMATE,
+                FULL,
+                VISITS,
+                VisitsExactness(False, "a late view", ("2026-11-20",)),
+            ),
+            "shop.example.com",
+            "shop.example.com",
+            ALL,
+        ),
+        TimeseriesResponse,
+    ),
+    "timeseries of a visits-only dimension": (
+        lambda: render.timeseries(
+            SeriesAnswer(
+                series_query("entry_page", "https://shop.example.com/"),
+                [SeriesPoint(BASE, 0, EXACT, VISITS)],
+                0,
+                EXACT,
+                FULL,
+                VISITS,
+            ),
+            None,
+            "https://shop.example.com/",
+            ("visits", "bounce_rate"),
         ),
         TimeseriesResponse,
     ),
@@ -176,6 +215,45 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
                 ESTIMATE,
             ),
             per_site=True,
+            metrics=DEFAULT,
+        ),
+        BreakdownResponse,
+    ),
+    "breakdown with every metric": (
+        lambda: render.breakdown(
+            TopAnswer(
+                TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
+                BASE,
+                END,
+                [("shop.example.com|DE", 50), ("shop.example.com|US", 7)],
+                FULL,
+                [ESTIMATE, EXACT],
+                80,
+                ESTIMATE,
+                [VISITS, Visits()],
+                VISITS,
+                VisitsExactness(False, "a late view", ("2026-11-20", "2026-11-21")),
+            ),
+            per_site=True,
+            metrics=ALL,
+        ),
+        BreakdownResponse,
+    ),
+    "breakdown of a visits-only dimension without a site": (
+        lambda: render.breakdown(
+            TopAnswer(
+                TopQuery("exit_page", BASE, END, 2, visits=True),
+                BASE,
+                END,
+                [("https://shop.example.com/", 9)],
+                FULL,
+                None,
+                9,
+                None,
+                [VISITS],
+            ),
+            per_site=False,
+            metrics=("visit_duration", "visits"),
         ),
         BreakdownResponse,
     ),
@@ -191,6 +269,7 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
                 7,
             ),
             per_site=False,
+            metrics=("pageviews",),
         ),
         BreakdownResponse,
     ),
@@ -198,10 +277,17 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
         lambda: render.dimensions(
             12,
             {
-                "country": {"description": "The visitor's country.", "per_site": True, "examples": ["DE"]},
+                "country": {
+                    "description": "The visitor's country.",
+                    "per_site": True,
+                    "examples": ["DE"],
+                    "visits": True,
+                    "pageviews": True,
+                },
+                "entry_page": {"description": "Entry pages.", "visits": True, "pageviews": False},
                 "language": {},
             },
-            {"country": None, "language": "not ready"},
+            {"country": None, "entry_page": None, "language": "not ready"},
         ),
         DimensionsResponse,
     ),

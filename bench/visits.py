@@ -1,0 +1,170 @@
+"""What visits cost each layer: the batch recompute and the speed layer's sustained rate, with and
+without visits, in the same run.
+
+1. Batch: the shared pass of every shipped dimension over one generated dataset (Parquet, cached
+   under the var dir, the one ``make bench-views`` uses), into Spark's no-op sink, as a full
+   recompute computes it; with visits (the events sessionised in the shuffle's partitions, the
+   visit metrics of five dimensions and the entry and exit pages) and without (the same dimensions
+   counting page views and visitors only). Alternated, best of ``--batch-repeat`` each after a
+   warm-up of both.
+2. Speed: the speed layer's process on the local stack, from the start of the same backlog with
+   the same micro-batch size, timed in its steady state, with ``LAMBDA_COUNT_VISITS`` on (the visit
+   state read from and written to Redis, the retractions) and off.
+
+Target: visits add at most 35% to either layer's time (time with visits / time without <= 1.35).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+import redis
+from rich.console import Console
+
+from bench.common import produce_generated, running_stack, write_result
+from bench.speed import _fresh, _settings, _start_speed, _timed, committed
+from bench.views import dataset
+from config.settings import Settings, get_settings
+from config.spark import spark_session
+from ingest.topics import log_end_offsets
+from views import Dimension, View, all_views, compute, input_columns
+
+TARGET = 1.35
+"""Time with visits over time without, at most, in each layer."""
+
+
+def without_visits(views: list[View]) -> list[View]:
+    """The shipped views counting page views and visitors only."""
+    return [
+        replace(v, visits=False) if isinstance(v, Dimension) else v
+        for v in views
+        if not (isinstance(v, Dimension) and v.per_visit is not None)
+    ]
+
+
+def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> dict[str, Any]:
+    spark = spark_session(settings, "bench-visits")
+    try:
+        events = dataset(spark, settings.var_dir / "bench" / "views", events_n, console).cache()
+        n = events.count()
+        runs = {"with visits": all_views(), "without visits": without_visits(all_views())}
+
+        def run(views: list[View]) -> float:
+            t0 = time.monotonic()
+            rows = compute(events.select(*input_columns(views, spark)), views, settings.hll_lg_k)
+            rows.write.format("noop").mode("overwrite").save()
+            return time.monotonic() - t0
+
+        for label, views in runs.items():  # warm-up: JIT, file listing
+            console.print(f"batch warm-up, {label} ...")
+            run(views)
+        seconds: dict[str, list[float]] = {label: [] for label in runs}
+        for i in range(repeat):
+            for label, views in runs.items():
+                seconds[label].append(run(views))
+                console.print(f"batch {i + 1}/{repeat}, {label}: {seconds[label][-1]:.1f} s")
+        best = {label: min(s) for label, s in seconds.items()}
+        ratio = best["with visits"] / best["without visits"]
+        console.print(
+            f"batch, {n:,} events: with visits {n / best['with visits']:,.0f} events/s, without "
+            f"{n / best['without visits']:,.0f} events/s: time x[bold]{ratio:.2f}[/]"
+        )
+        return {
+            "events": n,
+            "seconds": {label: [round(s, 2) for s in v] for label, v in seconds.items()},
+            "events_per_s": {label: round(n / s) for label, s in best.items()},
+            "time_ratio": round(ratio, 3),
+            "target_time_ratio": TARGET,
+            "met": ratio <= TARGET,
+        }
+    finally:
+        spark.stop()
+
+
+def speed(
+    base: Settings, console: Console, backlog: int, batch_size: int, min_seconds: float
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"backlog": backlog, "events_per_micro_batch": batch_size}
+    rates: dict[str, float] = {}
+    for label, on in (("with visits", True), ("without visits", False)):
+        settings = _settings(base, "visits").model_copy(update={"count_visits": on})
+        r = _fresh(settings)
+        produce_generated(settings, console, backlog, span_hours=0.0, seed=1)
+        end = sum(log_end_offsets(settings).values())
+        log_path = base.log_dir / f"bench-visits-speed-{'on' if on else 'off'}.out"
+        console.print(f"speed layer {label}, {batch_size:,} events per micro-batch:")
+        proc = _start_speed(settings, trigger_s=0.5, max_offsets=batch_size, log=log_path)
+        timed = _timed(console, proc, log_path, lambda r=r: committed(r)[1], end, min_seconds)  # type: ignore[misc]
+        out[label] = timed
+        rates[label] = timed["events_per_s"]
+        if on:
+            out["state"] = state_size(r, console)
+    ratio = rates["without visits"] / rates["with visits"]
+    console.print(
+        f"speed layer: with visits {rates['with visits']:,.0f} events/s, without "
+        f"{rates['without visits']:,.0f} events/s: time x[bold]{ratio:.2f}[/]"
+    )
+    out.update(
+        {
+            "events_per_s": rates,
+            "time_ratio": round(ratio, 3),
+            "target_time_ratio": TARGET,
+            "met": ratio <= TARGET,
+        }
+    )
+    return out
+
+
+def state_size(r: redis.Redis, console: Console, sample: int = 2_000) -> dict[str, Any]:
+    """The visit state Redis holds after a run: visitor-days, open visits, and bytes per
+    visitor-day (``MEMORY USAGE`` of a sample of keys plus their share of the index of ends)."""
+    import json
+
+    from stores.redis import visit_state
+
+    days = int(r.zcard(visit_state.ENDS))
+    picked = list(itertools.islice(r.scan_iter(match=f"{visit_state.PREFIX}2*", count=1000), sample))
+    key_bytes = [int(r.memory_usage(k) or 0) for k in picked]
+    visits = [len(json.loads(r.get(k) or b"[]")) for k in picked]
+    index = int(r.memory_usage(visit_state.ENDS) or 0)
+    per_day = statistics.mean(key_bytes) + index / max(days, 1) if key_bytes else 0.0
+    per_visit_day = statistics.mean(visits) if visits else 0.0
+    console.print(
+        f"visit state: {days:,} visitor-days, {per_visit_day:.2f} open visits each, "
+        f"{per_day:,.0f} bytes per visitor-day (sample of {len(picked):,})"
+    )
+    return {
+        "visitor_days": days,
+        "visits_per_visitor_day": round(per_visit_day, 3),
+        "bytes_per_visitor_day": round(per_day),
+        "sampled": len(picked),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=2_000_000, help="events of the batch dataset")
+    parser.add_argument("--batch-repeat", type=int, default=2)
+    parser.add_argument("--backlog", type=int, default=1_500_000, help="events loaded for each speed run")
+    parser.add_argument("--micro-batch", type=int, default=200_000, help="events per micro-batch (speed)")
+    parser.add_argument("--min-seconds", type=float, default=45.0, help="each speed run timed this long")
+    parser.add_argument("--skip-speed", action="store_true")
+    args = parser.parse_args(argv)
+    console = Console()
+    settings = get_settings()
+    result: dict[str, Any] = {"batch": batch(settings, console, args.events, args.batch_repeat)}
+    if not args.skip_speed:
+        with running_stack(settings):
+            result["speed"] = speed(settings, console, args.backlog, args.micro_batch, args.min_seconds)
+    path = write_result("visits", result)
+    console.print(f"results: {path}")
+    return 0 if all(part["met"] for part in result.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
