@@ -43,11 +43,12 @@ from config.settings import get_settings
 from contract import PageView
 from generations.model import Offsets
 from speed_layer import visit_seed, visits
-from speed_layer.micro_batch import MicroBatch
+from speed_layer.micro_batch import TAGS, MicroBatch
 from stores.redis import visit_state
 from tests.oracle_visits import combine, compare_recounts, describe, sessionise, sum_rows, visit_recount
 from tests.visit_strategies import MIDNIGHT, VisitLog, visit_log_sets
 from views import Dimension, all_views
+from views.shared_pass import keyed_events
 
 GAP_S = get_settings().session_gap_s
 LOG_TIME0_MS = int((MIDNIGHT.timestamp() + 3600) * 1000)
@@ -246,22 +247,36 @@ class SpeedRun:
             return
         df = _dataframe(self.spark, records, {})
         watermark_ms = max(r.log_time_ms for r in records)
-        horizon = visits.Horizon(watermark_ms, job.settings.visit_lateness_s, GAP_S)
+        horizon = visits.Horizon(watermark_ms, visit_state.NEVER, job.settings.visit_lateness_s, GAP_S)
         visit_seed._write(job, visit_seed._visits(df, job), horizon)
-        self.redis.hset(visit_state.META, mapping={"watermark_ms": watermark_ms})
+        self.redis.hset(
+            visit_state.META,
+            mapping={"watermark_ms": watermark_ms, "dropped_before_us": horizon.drop_before_us},
+        )
 
     def micro_batch(self, records: list[Record], newest_log_time_ms: int) -> None:
         """One micro-batch of counted ``records`` (the batch read ``newest_log_time_ms`` as its
         newest log-append time), committed to the state and the realtime rows."""
         batch = MicroBatch.__new__(MicroBatch)
         batch.job = self.job()
-        batch.watermark_ms = visit_state.read_meta(self.redis).watermark_ms
+        batch.report = SimpleNamespace(phases={})  # type: ignore[assignment]
+        batch._materialised = []
+        batch.visit_meta = visit_state.read_meta(self.redis)
+        single = self.single_partition
         with mock.patch.object(visits, "loader", snapshot_loader(self.redis)):
-            df = _dataframe(self.spark, records, self.active)
-            rows = [
-                r.asDict(recursive=True)
-                for r in batch._view_rows(df, self.active, self.single_partition).collect()
-            ]
+            tagged = _dataframe(self.spark, records, self.active)
+            # As MicroBatch._job: the keyed events, materialised, then the visits and the views.
+            keyed = batch._materialise(
+                keyed_events(tagged, batch.job.dimensions, [TAGS, "kafka_partition"], single)
+            )
+            try:
+                rows = [
+                    r.asDict(recursive=True)
+                    for r in batch._view_rows(tagged, keyed, self.active, single).collect()
+                ]
+            finally:
+                while batch._materialised:
+                    batch._materialised.pop().unpersist()
         rows.append(batch._visit_meta(newest_log_time_ms))
         view_rows, update = visits.split(rows)
         for row in view_rows:
