@@ -85,11 +85,12 @@ def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: A
 
 
 def _wait_for_leaders(settings: Settings, timeout: float = 30.0) -> None:
-    """A new topic answers offset requests only once its partitions have leaders."""
+    """A new topic answers offset requests only once its partitions have leaders (on a loaded
+    machine its metadata may first say it is unknown: ingest.topics raises a RuntimeError)."""
     Retrying(
         stop=stop_after_delay(timeout),
         wait=wait_fixed(0.2),
-        retry=retry_if_exception_type(KafkaException),
+        retry=retry_if_exception_type((KafkaException, RuntimeError)),
         reraise=True,
     )(log_end_offsets, settings)
 
