@@ -1,0 +1,436 @@
+"""Batch + realtime = reference for visits: a generated log fed to the speed layer's micro-batch
+code in several micro-batches, in arrival order (some views late), against the pure-Python
+sessioniser (tests/oracle_visits.py).
+
+What runs is the speed layer's own Spark work for a micro-batch (``MicroBatch._view_rows``: the
+shared pass with speed_layer.visits' deltas and retractions, the state read in the executors by
+``mapInArrow``) and its own state bookkeeping (``visits.split``, ``VisitUpdate.sink``,
+``VisitStateSink``, ``visit_state.load``), with two stand-ins so that no service is needed:
+
+- Kafka: each record gets a partition (by visitor, as the platform's producers key it), an offset
+  and a log-append time; duplicates are dropped before the pass, as the scan's dedup drops later
+  copies (the rule of contract.duplicates for exact copies: tests.oracle.dedup);
+- Redis: a dict-backed client with the few commands the visit state uses, and the executor-side
+  loader reading a snapshot of it taken when the micro-batch is planned (the real loader opens a
+  Redis connection in the executor; everything it does after that is the same code).
+
+Each example picks the active generations (1 with its cut at the log start, 2 with a drawn cut
+per partition) and where the stream starts: at the log start, or at generation 2's cut with the
+state seeded from the events below it (speed_layer.visit_seed's own functions, as on a fresh start
+after a batch run). The batch part of generation ``g`` is the reference over the events below its
+cut (tests/unit/views/test_visits_batch_property.py holds the batch views to that reference), so
+for every ``g``: reference(below g's cut) + realtime(g) must equal reference(all events), in every
+bucket and hour. Views within the horizon and visitors on one partition: no bucket may be flagged.
+A second property shortens the horizon and lets log-append times follow event time, so that late
+views fall behind it: every bucket whose (site, day) is not flagged must still be exact.
+
+Each micro-batch is a few Spark jobs, so the tests draw few examples; LAMBDA_VISIT_SPEED_EXAMPLES
+sets more for a deeper run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import pairwise
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from config.settings import get_settings
+from contract import PageView, site_of
+from generations.model import Offsets
+from speed_layer import visit_seed, visits
+from speed_layer.micro_batch import TAGS, MicroBatch
+from stores.redis import visit_state
+from tests.oracle_visits import (
+    VisitRecount,
+    combine,
+    compare_recounts,
+    describe,
+    sessionise,
+    sum_rows,
+    visit_recount,
+)
+from tests.visit_strategies import MIDNIGHT, VisitLog, visit_log_sets
+from views import Dimension, all_views
+from views.shared_pass import keyed_events
+
+GAP_S = get_settings().session_gap_s
+LOG_TIME0_MS = int((MIDNIGHT.timestamp() + 3600) * 1000)
+"""Log-append times start an hour after the midnight the generated views lie around: every view is
+well within the default horizon (12 h behind the newest record), none is flagged."""
+PARTITIONS = 2
+EXAMPLES = int(os.environ.get("LAMBDA_VISIT_SPEED_EXAMPLES", "0"))
+"""Examples per test for a deeper run (each micro-batch is a few Spark jobs: few by default)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    event: PageView
+    log_time_ms: int
+
+
+def records_of(log: VisitLog, follow_event_time: bool = False) -> list[Record]:
+    """The log's events as Kafka records in arrival order, a visitor's views on one partition.
+
+    Log-append times are a second apart from LOG_TIME0_MS, or with ``follow_event_time`` a minute
+    after the newest event time so far (a late view is then as far behind the watermark as it is
+    behind the newest view)."""
+    offsets = [0] * PARTITIONS
+    out = []
+    newest_ms = 0
+    for i, e in enumerate(log.events):
+        p = zlib.crc32(e.visitor_id.encode()) % PARTITIONS
+        newest_ms = max(newest_ms, int(e.ts.timestamp() * 1000))
+        log_time_ms = newest_ms + 60_000 if follow_event_time else LOG_TIME0_MS + 1000 * i
+        out.append(Record(p, offsets[p], e, log_time_ms))
+        offsets[p] += 1
+    return out
+
+
+def first_copies(records: list[Record]) -> list[Record]:
+    """The records the dedup keeps: the first copy of each (day, event_id), as tests.oracle.dedup
+    keeps the first event."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in records:
+        ident = (r.event.ts.strftime("%Y-%m-%d"), r.event.event_id)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(r)
+    return out
+
+
+def below(records: Iterable[Record], cut: Offsets) -> list[Record]:
+    return [r for r in records if r.offset < cut.get(r.partition, 0)]
+
+
+# --- Redis stand-in --------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeRedis:
+    """The commands the visit state uses (stores.redis.visit_state), on dicts; its pipeline is
+    itself (the commit's transaction applies at once)."""
+
+    kv: dict[str, str] = field(default_factory=dict)
+    zsets: dict[str, dict[str, float]] = field(default_factory=dict)
+    sets: dict[str, set[str]] = field(default_factory=dict)
+    hashes: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def mget(self, keys: list[str]) -> list[str | None]:
+        return [self.kv.get(k) for k in keys]
+
+    def scan_iter(self, match: str, count: int = 0) -> list[str]:
+        return [k for k in self.kv if fnmatch.fnmatchcase(k, match)]
+
+    def set(self, key: str, value: str) -> None:
+        self.kv[key] = value
+
+    def delete(self, *keys: str | bytes) -> int:
+        names = [k.decode() if isinstance(k, bytes) else k for k in keys]
+        return sum(self.kv.pop(k, None) is not None for k in names)
+
+    def zadd(self, key: str, mapping: dict[str, float]) -> None:
+        self.zsets.setdefault(key, {}).update(mapping)
+
+    def zrem(self, key: str, *members: str | bytes) -> None:
+        for m in members:
+            self.zsets.get(key, {}).pop(m.decode() if isinstance(m, bytes) else m, None)
+
+    def zrangebyscore(self, key: str, low: str, high: str) -> list[str]:
+        assert low == "-inf" and high.startswith("("), (low, high)
+        limit = float(high[1:])
+        return [m for m, score in self.zsets.get(key, {}).items() if score < limit]
+
+    def sadd(self, key: str, *members: str) -> None:
+        self.sets.setdefault(key, set()).update(members)
+
+    def hset(
+        self, key: str, name: str | None = None, value: Any = None, mapping: dict[str, Any] | None = None
+    ) -> None:
+        h = self.hashes.setdefault(key, {})
+        if name is not None:
+            h[name] = str(value)
+        for k, v in (mapping or {}).items():
+            h[k] = str(v)
+
+    def hgetall(self, key: str) -> dict[str, str]:
+        return dict(self.hashes.get(key, {}))
+
+    @contextmanager
+    def pipeline(self, transaction: bool = True) -> Iterator[FakeRedis]:
+        yield self
+
+    def execute(self) -> list[Any]:
+        return []
+
+
+def snapshot_loader(store: FakeRedis) -> Callable[..., Any]:
+    """A stand-in for speed_layer.visits.loader: the same executor-side function, reading a copy of
+    the state taken when the micro-batch is planned instead of connecting to Redis."""
+
+    def loader(
+        redis_url: str, drop_before_us: int, arrow_schema: Callable[[], Any]
+    ) -> Callable[[Iterable[Any]], Iterable[Any]]:
+        snapshot = dict(store.kv)
+
+        def load(batches: Iterable[Any]) -> Iterator[Any]:
+            import pyarrow as pa
+
+            from stores.redis import visit_state
+
+            schema = arrow_schema()
+            client = SimpleNamespace(mget=lambda keys: [snapshot.get(k) for k in keys])
+            for batch in batches:
+                touched = list(
+                    zip(
+                        batch.column("site").to_pylist(),
+                        batch.column("visitor_id").to_pylist(),
+                        batch.column("day").to_pylist(),
+                        strict=True,
+                    )
+                )
+                rows = list(visit_state.load(client, touched, drop_before_us))
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+        return load
+
+    return loader
+
+
+# --- the speed layer, driven -----------------------------------------------------------------------
+
+
+def _dataframe(spark: Any, records: list[Record], active: dict[int, Offsets]) -> Any:
+    """The micro-batch's counted rows as the job tags them: contract columns, the Kafka partition
+    and offset, and ``_tags``, the active generations whose cut the record is at or past."""
+    rows = [
+        (
+            e.event_id,
+            e.ts,
+            e.visitor_id,
+            e.url,
+            e.referrer,
+            e.user_agent,
+            e.country,
+            r.partition,
+            r.offset,
+            [g for g, cut in sorted(active.items()) if r.offset >= cut.get(r.partition, 0)],
+        )
+        for r in records
+        for e in (r.event,)
+    ]
+    return spark.createDataFrame(
+        rows,
+        "event_id string, ts timestamp, visitor_id string, url string, referrer string, "
+        "user_agent string, country string, kafka_partition int, kafka_offset long, _tags array<int>",
+    )
+
+
+@dataclass
+class SpeedRun:
+    """The speed layer's state and realtime rows across the micro-batches of one run."""
+
+    spark: Any
+    active: dict[int, Offsets]
+    single_partition: bool
+    redis: FakeRedis = field(default_factory=FakeRedis)
+    realtime: dict[int, list[Any]] = field(default_factory=dict)
+    flags: list[tuple[int, str, str]] = field(default_factory=list)
+    lateness_s: int | None = None
+    """The state's horizon (visit_lateness_s) when not the settings'."""
+
+    def job(self) -> Any:
+        dims = [v for v in all_views() if isinstance(v, Dimension)]
+        s = get_settings()
+        if self.lateness_s is not None:
+            s = s.model_copy(update={"visit_lateness_s": self.lateness_s})
+        return SimpleNamespace(
+            settings=s,
+            dimensions=dims,
+            function_views=[v for v in all_views() if not isinstance(v, Dimension)],
+            input_columns=("country", "event_id", "referrer", "ts", "url", "user_agent", "visitor_id"),
+            redis=self.redis,
+        )
+
+    def seed(self, records: list[Record]) -> None:
+        """The state of a fresh start after ``records`` (what speed_layer.visit_seed.seed reads from
+        the master dataset), by visit_seed's own functions."""
+        job = self.job()
+        visit_state.clear(self.redis, visits.dimensions_mark(job.dimensions))
+        if not records:
+            return
+        df = _dataframe(self.spark, records, {})
+        watermark_ms = max(r.log_time_ms for r in records)
+        horizon = visits.Horizon(watermark_ms, visit_state.NEVER, job.settings.visit_lateness_s, GAP_S)
+        visit_seed._write(job, visit_seed._visits(df, job), horizon)
+        self.redis.hset(
+            visit_state.META,
+            mapping={"watermark_ms": watermark_ms, "dropped_before_us": horizon.drop_before_us},
+        )
+
+    def micro_batch(self, records: list[Record], newest_log_time_ms: int) -> None:
+        """One micro-batch of counted ``records`` (the batch read ``newest_log_time_ms`` as its
+        newest log-append time), committed to the state and the realtime rows."""
+        batch = MicroBatch.__new__(MicroBatch)
+        batch.job = self.job()
+        batch.report = SimpleNamespace(phases={})  # type: ignore[assignment]
+        batch._materialised = []
+        batch.visit_meta = visit_state.read_meta(self.redis)
+        single = self.single_partition
+        with mock.patch.object(visits, "loader", snapshot_loader(self.redis)):
+            tagged = _dataframe(self.spark, records, self.active)
+            # As MicroBatch._job: the keyed events, materialised, then the visits and the views.
+            keyed = batch._materialise(
+                keyed_events(tagged, batch.job.dimensions, [TAGS, "kafka_partition"], single)
+            )
+            try:
+                rows = [
+                    r.asDict(recursive=True)
+                    for r in batch._view_rows(tagged, keyed, self.active, single).collect()
+                ]
+            finally:
+                while batch._materialised:
+                    batch._materialised.pop().unpersist()
+        rows.append(batch._visit_meta(newest_log_time_ms))
+        view_rows, update = visits.split(rows)
+        for row in view_rows:
+            self.realtime.setdefault(int(row["gen"]), []).append(row)
+        self.flags += update.flags
+        sink = update.sink(self.redis)
+        assert sink is not None
+        sink.prepare()
+        sink.flush(self.redis)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[VisitLog, dict[int, Offsets], bool, list[int], bool]:
+    """(log, active generations, whether the stream starts at generation 2's cut, micro-batch
+    boundaries as positions in the stream's arrival order, single-partition pass)."""
+    log = draw(visit_log_sets(max_logs=3, gap_us=GAP_S * 1_000_000))
+    counts = [0] * PARTITIONS
+    for r in records_of(log):
+        counts[r.partition] += 1
+    cut = {p: draw(st.integers(0, n)) for p, n in enumerate(counts)}
+    kind = draw(
+        st.sampled_from(["both from the log start", "only 2 from the log start", "only 2 from its cut"])
+    )
+    active = {1: {}, 2: cut} if kind == "both from the log start" else {2: cut}
+    boundaries = draw(st.lists(st.integers(1, len(log.events)), min_size=1, max_size=2))
+    return log, active, kind == "only 2 from its cut", boundaries, draw(st.booleans())
+
+
+@settings(
+    # Each micro-batch is 7-12 Spark jobs (seconds): few examples by default, more for a deeper run.
+    max_examples=EXAMPLES or 3,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(scenario=scenarios())
+def test_batch_plus_realtime_visits_equal_the_reference(
+    spark: Any, scenario: tuple[VisitLog, dict[int, Offsets], bool, list[int], bool]
+) -> None:
+    log, active, from_cut, boundaries, single = scenario
+    run, kept, context = _run(spark, log, active, from_cut, boundaries, single, records_of(log))
+    expected = visit_recount((r.event for r in kept), GAP_S)
+    assert not run.flags, f"flagged {run.flags}\n{context}"
+    for gen, cut in active.items():
+        batch_part = visit_recount((r.event for r in below(kept, cut)), GAP_S)
+        realtime = sum_rows(run.realtime.get(gen, []))
+        problems = compare_recounts(expected, combine(batch_part, realtime))
+        assert not problems, (
+            f"generation {gen} (cut {cut}): batch + realtime != reference:\n"
+            + "\n".join(problems[:40])
+            + f"\n{context}"
+        )
+
+
+def _run(
+    spark: Any,
+    log: VisitLog,
+    active: dict[int, Offsets],
+    from_cut: bool,
+    boundaries: list[int],
+    single: bool,
+    records: list[Record],
+    lateness_s: int | None = None,
+) -> tuple[SpeedRun, list[Record], str]:
+    """The speed layer over ``records`` (seeded and cut into micro-batches as the scenario says):
+    the run, the records the dedup keeps, and a description for a failure."""
+    kept = first_copies(records)
+    run = SpeedRun(spark, active, single, lateness_s=lateness_s)
+    start = active[2] if from_cut else {}
+    run.seed(below(kept, start))
+    stream = [r for r in records if r.offset >= start.get(r.partition, 0)]
+    counted = {id(r) for r in kept}
+    points = [0, *sorted({min(b, len(stream)) for b in boundaries}), len(stream)]
+    for a, b in pairwise(points):
+        if b > a:
+            part = stream[a:b]
+            run.micro_batch([r for r in part if id(r) in counted], max(r.log_time_ms for r in part))
+    context = (
+        f"active {active}, stream from {start or 'the log start'}, micro-batches at {points[1:-1]}, "
+        f"single_partition={single}, lateness {lateness_s}\nlog:\n{log}\n\n"
+        f"reference visits:\n{describe(sessionise((r.event for r in kept), GAP_S))}"
+    )
+    return run, kept, context
+
+
+def _unflagged(recount: VisitRecount, flagged: set[tuple[str, str]]) -> VisitRecount:
+    """The buckets whose (site, day) is not flagged (a key's site: the site itself, the part before
+    ``|`` of a per-site key, the host of an entry or exit page)."""
+
+    def site(view: str, key: str) -> str:
+        return site_of(key) if view in ("entry_page", "exit_page") else key.split("|", 1)[0]
+
+    return {
+        view: {(k, d): b for (k, d), b in buckets.items() if (site(view, k), d) not in flagged}
+        for view, buckets in recount.items()
+    }
+
+
+@settings(
+    max_examples=EXAMPLES or 1,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(scenario=scenarios(), lateness_s=st.sampled_from([0, 600, 1800, 3600]))
+def test_realtime_visits_are_exact_wherever_they_are_not_flagged(
+    spark: Any, scenario: tuple[VisitLog, dict[int, Offsets], bool, list[int], bool], lateness_s: int
+) -> None:
+    """With a short horizon and log-append times that follow event time, late views fall behind
+    the state's horizon: the (site, day) of their visits is flagged, and every bucket that is not
+    flagged is still exact (never silently wrong)."""
+    log, active, from_cut, boundaries, single = scenario
+    records = records_of(log, follow_event_time=True)
+    run, kept, context = _run(spark, log, active, from_cut, boundaries, single, records, lateness_s)
+    expected = visit_recount((r.event for r in kept), GAP_S)
+    for gen, cut in active.items():
+        flagged = {(site, day) for g, site, day in run.flags if g == gen}
+        batch_part = visit_recount((r.event for r in below(kept, cut)), GAP_S)
+        got = combine(batch_part, sum_rows(run.realtime.get(gen, [])))
+        problems = compare_recounts(_unflagged(expected, flagged), _unflagged(got, flagged))
+        assert not problems, (
+            f"generation {gen} (cut {cut}, flagged {sorted(flagged)}): unflagged buckets wrong:\n"
+            + "\n".join(problems[:40])
+            + f"\n{context}"
+        )
