@@ -20,11 +20,16 @@ from fastapi.openapi.utils import get_openapi
 from pymongo import AsyncMongoClient
 
 from api import render
+from api.auth import Authenticator, check_binding, mode_note
+from api.concurrency import ConcurrencyLimit
+from api.cost import TooCostly
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
+from api.ratelimit import RateLimiter
 from api.routes import dashboard, dimensions, events, ops, queries
 from api.services import Services
+from config import memo
 from config.settings import Settings, get_settings
 from contract import PageView
 from serving_layer import (
@@ -35,6 +40,7 @@ from serving_layer import (
     QueryEngine,
 )
 from serving_layer.model import NotReady
+from stores.mongo.api_keys import MongoApiKeyStore
 from stores.mongo.reader import MongoBatchReader
 from stores.redis.reader import RedisRealtimeReader, connect
 
@@ -77,6 +83,8 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         mongo=mongo,
         redis=redis_client,
+        auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
+        rate=RateLimiter(settings.api_rate_limit),
     )
 
 
@@ -89,6 +97,10 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
         assert isinstance(exc, InvalidQuery)
         detail = [{"loc": ["query", exc.param], "msg": exc.problem, "type": "value_error"}]
         return render.json_response({"detail": detail}, 422)
+
+    async def too_costly(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, TooCostly)
+        return render.json_response({"detail": exc.detail()}, 422)
 
     async def invalid_events(request: Request, exc: Exception) -> render.JsonBytes:
         assert isinstance(exc, InvalidEvents)
@@ -122,6 +134,7 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
         return render.json_response({"detail": str(exc), "pending": exc.pending}, 504)
 
     app.add_exception_handler(InvalidQuery, invalid_query)
+    app.add_exception_handler(TooCostly, too_costly)
     app.add_exception_handler(InvalidEvents, invalid_events)
     app.add_exception_handler(PayloadTooLarge, too_large)
     app.add_exception_handler(BatchUnavailable, batch_down)
@@ -133,7 +146,10 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    check_binding(settings, settings.api_host)
+    memo.configure(settings)
     services = build_services(settings)
+    log.info("API authentication: %s", mode_note(settings))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -159,12 +175,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(dashboard.router)
     _install_error_handlers(app, services)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
+    app.add_middleware(
+        ConcurrencyLimit, limit=settings.api_max_concurrency, retry_after_s=settings.api_retry_after_s
+    )
     if settings.api_cors_origins:  # none by default: a browser reads answers of this origin only
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.api_cors_origins,
             allow_methods=["GET", "POST"],
-            allow_headers=["Content-Type", "X-API-Key"],
+            allow_headers=["Content-Type", "Authorization", "X-API-Key"],
             max_age=600,
         )
 

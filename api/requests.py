@@ -43,6 +43,8 @@ class TopRequest:
     query: TopQuery
     after: ReadAfter | None
     per_site: bool = False
+    only_sites: tuple[str, ...] | None = None
+    """A site listing limited to these sites (a key that may read only them)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class TimeseriesRequest:
     after: ReadAfter | None
     site: str | None
     value: str
+    per_site: bool = False
 
 
 def time_range(settings: Settings, params: RangeParams, default_days: int = 1) -> tuple[datetime, datetime]:
@@ -122,7 +125,7 @@ async def timeseries_request(services: Services, params: TimeseriesParams) -> Ti
     start, end = time_range(services.settings, params, _default_days(params.granularity))
     query = SeriesQuery(params.dimension, key, start, end, params.granularity)
     site = None if params.site is None else site_key(params.site)
-    return TimeseriesRequest(query, await read_after(services, params), site, value)
+    return TimeseriesRequest(query, await read_after(services, params), site, value, per_site)
 
 
 async def breakdown_request(services: Services, params: BreakdownParams) -> TopRequest:
