@@ -130,6 +130,11 @@ def _cached_size(caller: Caller | None) -> int:
 
 
 def require_scope(caller: Caller, scope: str) -> None:
+    """403 unless ``caller`` has ``scope``; 401 for a request without a key (it needs one)."""
+    if scope in caller.scopes:
+        return
+    if caller.key_id is None:
+        raise Unauthorized(f"an API key with the {scope!r} scope is required")
     if scope not in caller.scopes:
         raise Forbidden(
             f"this API key lacks the {scope!r} scope (it has: {', '.join(sorted(caller.scopes))})"
