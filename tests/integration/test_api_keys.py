@@ -232,7 +232,7 @@ def test_a_worker_at_its_concurrency_limit_answers_503_with_retry_after(
 
 def test_open_mode_serves_loopback_only_and_says_so(bare: Settings) -> None:
     check_binding(bare, "127.0.0.1")
-    with pytest.raises(OpenOnNonLoopback, match="refusing to serve without API keys on 0.0.0.0"):
+    with pytest.raises(OpenOnNonLoopback, match=r"refusing to serve without API keys on 0\.0\.0\.0"):
         check_binding(bare, "0.0.0.0")
     with pytest.raises(OpenOnNonLoopback):
         create_app(bare.model_copy(update={"api_host": "192.0.2.10"}))
