@@ -10,7 +10,7 @@ Errors are never a silent wrong number:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -75,6 +75,9 @@ def build_services(settings: Settings) -> Services:
     metrics.gauge("lambda_api_batch_cache_bytes", "Bytes of batch documents cached.", lambda: cache.bytes)
     metrics.gauge("lambda_api_batch_cache_hits", "Batch document cache hits.", lambda: cache.hits)
     metrics.gauge("lambda_api_batch_cache_misses", "Batch document cache misses.", lambda: cache.misses)
+    for setting, bound in memo.BOUNDS.items():  # tilings, read plans, normalised URLs
+        name = f"lambda_{setting.removeprefix('api_').removesuffix('_bytes')}_bytes"
+        metrics.gauge(name, f"Bytes cached (bound: LAMBDA_{setting.upper()}).", _bytes_of(bound))
     return Services(
         settings=settings,
         engine=engine,
@@ -86,6 +89,10 @@ def build_services(settings: Settings) -> Services:
         auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
         rate=RateLimiter(settings.api_rate_limit),
     )
+
+
+def _bytes_of(bound: memo.Bound) -> Callable[[], float]:
+    return lambda: bound.bytes
 
 
 def _retry_after(services: Services) -> dict[str, str]:
