@@ -80,7 +80,7 @@ def test_rss_stays_under_the_cache_bounds_plus_a_margin_over_20000_distinct_quer
     url = f"http://127.0.0.1:{PORT}"
     try:
         worker = psutil.Process(proc.pid)
-        warm, statuses = asyncio.run(drive(url, worker, range(QUERIES, QUERIES + 1_000)))
+        _, statuses = asyncio.run(drive(url, worker, range(QUERIES, QUERIES + 1_000)))
         warmed = worker.memory_info().rss
         peak, more = asyncio.run(drive(url, worker, range(QUERIES)))
         statuses |= more
