@@ -79,5 +79,5 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         await client.close()
 
 
-def main(argv: list[str]) -> int:
-    return asyncio.run(_run(get_settings(), _parser().parse_args(argv)))
+def main(argv: list[str], settings: Settings | None = None) -> int:
+    return asyncio.run(_run(settings or get_settings(), _parser().parse_args(argv)))

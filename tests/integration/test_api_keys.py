@@ -4,6 +4,8 @@ enforced, and the bounds of a request (cost, concurrency, rate) answered with th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pymongo import MongoClient
 
+from api import keys_cli as api_keys_cli
 from api.app import create_app
 from api.auth import OpenOnNonLoopback, check_binding
 from api.credentials import digest
@@ -38,10 +41,21 @@ def keys_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+def keys_cli_here(settings: Settings, *args: str) -> tuple[int, str, str]:
+    """The same command line in this process (a subprocess costs a second of imports)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = api_keys_cli.main(list(args), settings)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
 def add_key(settings: Settings, *args: str) -> str:
-    done = keys_cli(settings, "add", *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    code, out, err = keys_cli_here(settings, "add", *args)
+    assert code == 0, err
+    return out.strip()
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -80,19 +94,23 @@ def test_keys_are_stored_hashed_and_listed_and_revoked_by_the_cli(
     assert shop["digest"] == digest(keys["shop"]) and keys["shop"] not in str(docs)
     assert shop["scopes"] == ["read"] and shop["sites"] == [SHOP]
     assert docs["all-sites"]["sites"] is None
-    listing = keys_cli(settings, "list").stdout
+    listing = keys_cli(settings, "list").stdout  # `python -m api keys`, as an operator runs it
     assert shop["_id"] in listing and "shop-dash" in listing and keys["shop"] not in listing
-    bad = keys_cli(settings, "add", "--name", "x", "--scope", "read", "--site", "https://a.example.com/path")
-    assert bad.returncode == 2 and "--site" in bad.stderr
+    code, _, err = keys_cli_here(
+        settings, "add", "--name", "x", "--scope", "read", "--site", "https://a.example.com/path"
+    )
+    assert code == 2 and "--site" in err
 
-    temp = add_key(settings, "--name", "temporary", "--scope", "read")
+    made = keys_cli(settings, "add", "--name", "temporary", "--scope", "read")
+    assert made.returncode == 0, made.stderr
+    temp = made.stdout.strip()
     with TestClient(create_app(settings)) as api:
         assert api.get("/v1/dimensions", headers=bearer(temp)).status_code == 200
         temp_id = temp.split("_")[1]
-        assert keys_cli(settings, "revoke", temp_id).returncode == 0
+        assert keys_cli_here(settings, "revoke", temp_id)[0] == 0
         refused = api.get("/v1/dimensions", headers=bearer(temp))
         assert refused.status_code == 401 and "revoked" in refused.json()["detail"]
-        assert keys_cli(settings, "revoke", temp_id).returncode == 1
+        assert keys_cli_here(settings, "revoke", temp_id)[0] == 1
 
 
 def test_every_route_but_the_probes_needs_a_key_with_its_scope(
