@@ -9,6 +9,7 @@ SHELL := /bin/bash
 export LAMBDA_CACHE_DIR ?= $(CURDIR)/.cache
 VENV       := $(LAMBDA_CACHE_DIR)/venv
 PY         := $(VENV)/bin/python
+comma      := ,
 export PYTHONPATH := $(CURDIR)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
@@ -21,7 +22,7 @@ FILE   ?=
 
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime cluster-up cluster-down cluster-ps \
-	api api-start api-stop test test-unit lint bench bench-figures bench-store bench-render bench-views bench-visits bench-speed \
+	api api-start api-stop api-key-add api-key-list api-key-revoke test test-unit lint bench bench-figures bench-store bench-render bench-views bench-visits bench-speed \
 	bench-api bench-contract bench-soak soak clean-var
 
 help: ## list the targets
@@ -108,6 +109,17 @@ api-start: ## the API in the background (output: var/log/api.out)
 
 api-stop: ## stop the background API
 	@$(PY) -m api stop
+
+api-key-add: ## create an API key: NAME= SCOPES=read,write,admin (some of them) SITES=a.example,b.example (optional)
+	@test -n "$(NAME)" -a -n "$(SCOPES)" || { echo "usage: make api-key-add NAME=dashboard SCOPES=read [SITES=shop.example.com]" >&2; exit 2; }
+	@$(PY) -m api keys add --name "$(NAME)" $(foreach s,$(subst $(comma), ,$(SCOPES)),--scope $(s)) $(foreach s,$(subst $(comma), ,$(SITES)),--site $(s))
+
+api-key-list: ## the API keys: id, name, scopes, sites, created, revoked
+	@$(PY) -m api keys list
+
+api-key-revoke: ## revoke an API key: ID=
+	@test -n "$(ID)" || { echo "usage: make api-key-revoke ID=3f9c2a1b" >&2; exit 2; }
+	@$(PY) -m api keys revoke $(ID)
 
 test: lint ## lint, then the whole test suite (starts and stops its own stack on separate ports)
 	@$(PY) -m pytest -q

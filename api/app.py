@@ -10,7 +10,7 @@ Errors are never a silent wrong number:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,11 +20,16 @@ from fastapi.openapi.utils import get_openapi
 from pymongo import AsyncMongoClient
 
 from api import render
+from api.auth import Authenticator, check_binding, mode_note
+from api.concurrency import ConcurrencyLimit
+from api.cost import TooCostly
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
+from api.ratelimit import RateLimiter
 from api.routes import dashboard, dimensions, events, ops, queries
 from api.services import Services
+from config import memo
 from config.settings import Settings, get_settings
 from contract import PageView
 from serving_layer import (
@@ -35,6 +40,7 @@ from serving_layer import (
     QueryEngine,
 )
 from serving_layer.model import NotReady
+from stores.mongo.api_keys import MongoApiKeyStore
 from stores.mongo.reader import MongoBatchReader
 from stores.redis.reader import RedisRealtimeReader, connect
 
@@ -69,6 +75,9 @@ def build_services(settings: Settings) -> Services:
     metrics.gauge("lambda_api_batch_cache_bytes", "Bytes of batch documents cached.", lambda: cache.bytes)
     metrics.gauge("lambda_api_batch_cache_hits", "Batch document cache hits.", lambda: cache.hits)
     metrics.gauge("lambda_api_batch_cache_misses", "Batch document cache misses.", lambda: cache.misses)
+    for setting, bound in memo.BOUNDS.items():  # tilings, read plans, normalised URLs
+        name = f"lambda_{setting.removeprefix('api_').removesuffix('_bytes')}_bytes"
+        metrics.gauge(name, f"Bytes cached (bound: LAMBDA_{setting.upper()}).", _bytes_of(bound))
     return Services(
         settings=settings,
         engine=engine,
@@ -77,7 +86,13 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         mongo=mongo,
         redis=redis_client,
+        auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
+        rate=RateLimiter(settings.api_rate_limit),
     )
+
+
+def _bytes_of(bound: memo.Bound) -> Callable[[], float]:
+    return lambda: bound.bytes
 
 
 def _retry_after(services: Services) -> dict[str, str]:
@@ -89,6 +104,10 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
         assert isinstance(exc, InvalidQuery)
         detail = [{"loc": ["query", exc.param], "msg": exc.problem, "type": "value_error"}]
         return render.json_response({"detail": detail}, 422)
+
+    async def too_costly(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, TooCostly)
+        return render.json_response({"detail": exc.detail()}, 422)
 
     async def invalid_events(request: Request, exc: Exception) -> render.JsonBytes:
         assert isinstance(exc, InvalidEvents)
@@ -122,6 +141,7 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
         return render.json_response({"detail": str(exc), "pending": exc.pending}, 504)
 
     app.add_exception_handler(InvalidQuery, invalid_query)
+    app.add_exception_handler(TooCostly, too_costly)
     app.add_exception_handler(InvalidEvents, invalid_events)
     app.add_exception_handler(PayloadTooLarge, too_large)
     app.add_exception_handler(BatchUnavailable, batch_down)
@@ -133,7 +153,10 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    check_binding(settings, settings.api_host)
+    memo.configure(settings)
     services = build_services(settings)
+    log.info("API authentication: %s", mode_note(settings))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -159,12 +182,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(dashboard.router)
     _install_error_handlers(app, services)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
+    app.add_middleware(
+        ConcurrencyLimit, limit=settings.api_max_concurrency, retry_after_s=settings.api_retry_after_s
+    )
     if settings.api_cors_origins:  # none by default: a browser reads answers of this origin only
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.api_cors_origins,
             allow_methods=["GET", "POST"],
-            allow_headers=["Content-Type", "X-API-Key"],
+            allow_headers=["Content-Type", "Authorization", "X-API-Key"],
             max_age=600,
         )
 

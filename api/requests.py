@@ -47,6 +47,8 @@ class TopRequest:
     per_site: bool = False
     metrics: tuple[str, ...] = ()
     """The metrics asked for (api.metric_names), in their order; /v1/top-urls asks none."""
+    only_sites: tuple[str, ...] | None = None
+    """A site listing limited to these sites (a key that may read only them)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class TimeseriesRequest:
     site: str | None
     value: str
     metrics: tuple[str, ...]
+    per_site: bool = False
 
 
 def time_range(settings: Settings, params: RangeParams, default_days: int = 1) -> tuple[datetime, datetime]:
@@ -129,7 +132,9 @@ async def timeseries_request(services: Services, params: TimeseriesParams) -> Ti
     start, end = time_range(services.settings, params, _default_days(params.granularity))
     query = SeriesQuery(params.dimension, key, start, end, params.granularity, visits=asks_visits(metrics))
     site = None if params.site is None else site_key(params.site)
-    return TimeseriesRequest(query, await read_after(services, params), site, value, metrics)
+    return TimeseriesRequest(
+        query, await read_after(services, params), site, value, metrics, bool(info.get("per_site"))
+    )
 
 
 async def breakdown_request(services: Services, params: BreakdownParams) -> TopRequest:

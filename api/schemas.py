@@ -562,6 +562,13 @@ class DeadLettersStatus(BaseModel):
     )
 
 
+class AuthStatus(BaseModel):
+    mode: Literal["open", "keys"] = Field(
+        description="`keys`: every /v1 route needs an API key; `open`: no key needed (loopback only)."
+    )
+    note: str
+
+
 class StatusResponse(BaseModel):
     model_config = _examples(
         {
@@ -603,6 +610,7 @@ class StatusResponse(BaseModel):
                 },
             },
             "errors": {},
+            "auth": {"mode": "keys", "note": "API keys required (LAMBDA_API_AUTH=keys)"},
         }
     )
 
@@ -617,6 +625,7 @@ class StatusResponse(BaseModel):
     )
     dead_letters: DeadLettersStatus
     errors: dict[str, str] = Field(description="Component -> why its part of the status is missing.")
+    auth: AuthStatus = Field(description="Whether the API requires keys (LAMBDA_API_AUTH).")
 
 
 class Check(BaseModel):

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pymongo import AsyncMongoClient
 from redis.asyncio import Redis
 
+from api.auth import Authenticator
 from api.events import EventIngest
 from api.kafka import KafkaProbe
 from api.metrics import ApiMetrics
+from api.ratelimit import RateLimiter
 from config.settings import Settings
 from serving_layer import QueryEngine
 
@@ -29,3 +31,5 @@ class Services:
     metrics: ApiMetrics
     mongo: AsyncMongoClient[dict[str, object]]
     redis: Redis
+    auth: Authenticator
+    rate: RateLimiter

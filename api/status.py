@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from api.auth import mode_note
 from api.kafka import KafkaUnavailable, LogOffsets
 from api.services import Services
 from batch_layer.segment import invalid_reasons_total
@@ -205,6 +206,7 @@ async def collect_status(services: Services) -> dict[str, Any]:
         "repaired_pointer": repaired,
         "dead_letters": dead_letters,
         "errors": errors,
+        "auth": {"mode": services.settings.api_auth, "note": mode_note(services.settings)},
     }
     services.metrics.dead_letters.update(dead_letters)
     services.metrics.operations.update(result)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -193,7 +194,41 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(8000, ge=1, le=65535)
     api_key: SecretStr | None = Field(
-        None, description="When set, POST /v1/events requires it in the X-API-Key header."
+        None,
+        description="Legacy ingest key: accepted as a key with the `write` scope (X-API-Key or "
+        "Authorization: Bearer); when set in open mode, POST /v1/events requires it.",
+    )
+    api_auth: Literal["open", "keys"] = Field(
+        "open",
+        description="`keys`: every /v1 route and /metrics need an API key with the route's scope "
+        "(`python -m api keys add`). `open`: a request without a key may do everything; allowed "
+        "only when the API binds a loopback address (it refuses to start otherwise).",
+    )
+    api_key_cache_s: float = Field(
+        5.0, ge=0, description="How long a worker trusts a key it looked up (a revocation takes this long)."
+    )
+    api_max_cost: int = Field(
+        20_000,
+        ge=1,
+        description="Most stored values (buckets x keys) one query may read; above it a 422 names the "
+        "limit and the cost asked.",
+    )
+    api_max_concurrency: int = Field(
+        64, ge=1, description="Requests one worker serves at once; past it a 503 with Retry-After."
+    )
+    api_rate_limit: str = Field(
+        "50/second",
+        description="Requests per API key and worker (the `limits` notation: `50/second`, "
+        "`1000/minute`); past it a 429 with Retry-After. Requests without a key (open mode) are not limited.",
+    )
+    api_tiling_cache_bytes: int = Field(
+        16 << 20, ge=0, description="Bytes of the range tilings cached per process (serving_layer.tiling)."
+    )
+    api_read_plan_cache_bytes: int = Field(
+        16 << 20, ge=0, description="Bytes of the series read plans cached per process (serving_layer.merge)."
+    )
+    url_cache_bytes: int = Field(
+        8 << 20, ge=0, description="Bytes of normalised URLs cached per process (contract.normalize_url)."
     )
     api_cors_origins: list[str] = Field(
         default_factory=list,
@@ -209,7 +244,10 @@ class Settings(BaseSettings):
     )
     api_max_wait_ms: int = Field(30_000, ge=0, description="Largest `wait_ms` a query may ask for.")
     api_cache_mb: int = Field(
-        256, ge=0, description="In-process cache of batch documents (immutable per generation)."
+        256,
+        ge=0,
+        description="In-process cache of batch documents (immutable per generation), MiB; their day "
+        "rankings are cached apart, in a quarter of this.",
     )
     api_mongo_timeout_ms: int = Field(2000, ge=1, description="MongoDB server selection / connect timeout.")
     api_mongo_read_timeout_s: float = Field(

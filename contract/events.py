@@ -11,13 +11,13 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
+from config.memo import memo
 from contract import utc
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -38,7 +38,7 @@ _CONTROL_OR_SPACE_RE = re.compile(r"[\x00-\x20\x7f]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-@lru_cache(maxsize=1 << 16)
+@memo("url_cache_bytes")
 def normalize_url(raw: str) -> str:
     """Return the canonical spelling of an http(s) URL, or raise ``ValueError`` saying why not.
 

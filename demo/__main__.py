@@ -5,10 +5,15 @@ a batch generation, started the speed layer, sent live traffic past the generati
 started the API. This waits for the API to be ready and the speed layer to have counted every
 event, then prints example queries as curl commands with their answers: page views, unique
 visitors, and visits with their bounce rate and duration.
+
+It says how the API is guarded: open on loopback (the local default, LAMBDA_API_AUTH=open), or
+with keys required (LAMBDA_API_AUTH=keys), in which case it makes a key for its own queries and
+shows it in the curl commands.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -17,11 +22,19 @@ from typing import Any
 
 import httpx
 import redis
+from pymongo import AsyncMongoClient
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from config.settings import get_settings
+from api.auth import mode_note
+from api.credentials import new_key
+from config.settings import Settings, get_settings
 from ingest.topics import log_end_offsets
+from stores.mongo.api_keys import MongoApiKeyStore
 from stores.redis import keys
+
+HEADERS: dict[str, str] = {}
+"""The demo's key, when the API requires one."""
+CURL = "curl -s"
 
 
 def _wait(what: str, ready: Callable[[], bool], timeout: float = 180.0) -> None:
@@ -39,6 +52,30 @@ def _api_ready(base: str) -> bool:
         return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+async def _make_key(settings: Settings) -> str:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(settings.mongo_url)
+    try:
+        key, record = new_key("demo", {"read", "admin"}, None)
+        await MongoApiKeyStore(client[settings.mongo_db]).insert(record)
+        return key
+    finally:
+        await client.close()
+
+
+def _guard(settings: Settings) -> None:
+    """Says how the API is guarded; with keys required, makes the demo's key."""
+    global CURL
+    print(f"API authentication: {mode_note(settings)}")
+    if settings.api_auth == "open":
+        print("Anyone on this machine may query it; it refuses other interfaces without keys.")
+        print("Keys: `make api-key-add NAME=dashboard SCOPES=read`, then LAMBDA_API_AUTH=keys.")
+        return
+    key = asyncio.run(_make_key(settings))
+    HEADERS["Authorization"] = f"Bearer {key}"
+    CURL = f"curl -s -H 'Authorization: Bearer {key}'"
+    print(f"The demo made itself a read+admin key (revoke it with `make api-key-revoke ID={key[4:12]}`).")
 
 
 def _shorten(value: Any, items: int = 4) -> Any:
@@ -69,7 +106,7 @@ def _cell(metric: str, value: Any) -> str:
 def _print_breakdowns(base: str, start: str, end: str) -> None:
     """A breakdown of shop.example.com by every dimension the API lists, as small tables, with
     the metrics each dimension answers."""
-    dimensions = httpx.get(f"{base}/v1/dimensions", timeout=60).json()["dimensions"]
+    dimensions = httpx.get(f"{base}/v1/dimensions", headers=HEADERS, timeout=60).json()["dimensions"]
     for d in dimensions:
         site = {} if d["name"] == "site" else {"site": "shop.example.com"}
         metrics = [m for m in COLUMNS if m in d.get("metrics", ("visitors", "pageviews"))]
@@ -82,8 +119,8 @@ def _print_breakdowns(base: str, start: str, end: str) -> None:
             **site,
         }
         request = httpx.Request("GET", f"{base}/v1/breakdown", params=params)
-        answer = httpx.get(str(request.url), timeout=60).json()
-        print(f"\n$ curl -s '{request.url}'")
+        answer = httpx.get(str(request.url), headers=HEADERS, timeout=60).json()
+        print(f"\n$ {CURL} '{request.url}'")
         if "entries" not in answer:
             print(json.dumps(answer, indent=2))
             continue
@@ -97,6 +134,7 @@ def _print_breakdowns(base: str, start: str, end: str) -> None:
 def main() -> int:
     settings = get_settings()
     base = f"http://{settings.api_host}:{settings.api_port}"
+    _guard(settings)
     r = redis.Redis.from_url(settings.redis_url)
     ends = log_end_offsets(settings)
     _wait("the API", lambda: _api_ready(base))
@@ -108,7 +146,7 @@ def main() -> int:
     )
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     day_ago, two_days_ago = (now - timedelta(hours=24)).isoformat(), (now - timedelta(days=2)).isoformat()
-    top = httpx.get(f"{base}/v1/top-urls", params={"limit": 3}, timeout=60).json()
+    top = httpx.get(f"{base}/v1/top-urls", params={"limit": 3}, headers=HEADERS, timeout=60).json()
     url = top["urls"][0]["url"] if top.get("urls") else "https://shop.example.com/"
     queries: list[tuple[str, dict[str, str | int]]] = [
         ("/v1/status", {}),
@@ -148,13 +186,14 @@ def main() -> int:
     ]
     for path, params in queries:
         request = httpx.Request("GET", f"{base}{path}", params=params)
-        response = httpx.get(str(request.url), timeout=60)
-        print(f"\n$ curl -s '{request.url}'")
+        response = httpx.get(str(request.url), headers=HEADERS, timeout=60)
+        print(f"\n$ {CURL} '{request.url}'")
         print(json.dumps(_shorten(response.json()), indent=2))
     _print_breakdowns(base, two_days_ago, now.isoformat())
     print(f"\nThe API keeps serving on {base} (OpenAPI: {base}/docs); `make api-stop` stops it,")
     print("`make speed-stop` the speed layer, `make down` the local stack.")
     print(f"\nThe dashboard: {base}/  (open it in a browser; it refreshes while the speed layer runs)")
+    print(f"API authentication: {mode_note(settings)}")
     return 0
 
 

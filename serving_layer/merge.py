@@ -10,8 +10,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import lru_cache
 
+from config.memo import memo
 from serving_layer.answers import Distinct, Visits
 from serving_layer.model import BatchDoc
 from serving_layer.tiling import Granularity, Tile, buckets, tile
@@ -78,7 +78,7 @@ def pageviews(tiles: Sequence[Tile], day_total: dict[str, int], day_hours: dict[
     return sum(day_total[t.day] if t.hour is None else day_hours[t.day][t.hour] for t in tiles)
 
 
-@lru_cache(maxsize=4096)
+@memo("api_read_plan_cache_bytes")
 def read_plan(
     start: datetime, end: datetime, granularity: Granularity, kinds: tuple[str, ...]
 ) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -4,7 +4,10 @@ One realtime transaction returns the served generation ``g``, the speed layer's 
 realtime values of ``g`` the query needs; ``g``'s description then comes from the batch side.
 Everything the answer holds comes from that ``g``. With realtime unreadable, the durable registry
 names the served generation and the snapshot is the batch side alone, flagged ``partial``.
-A read-your-writes query takes snapshots until one covers its offsets, or gives up.
+A read-your-writes query takes snapshots until one covers its offsets, or gives up; while it waits
+it polls only the served pointer and the speed layer's commit (a transaction of a few commands,
+whatever the query reads), at growing intervals (``poll_s`` doubled up to :data:`MAX_POLL_S`), and
+reads the query's values once they cover the offsets.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from stores.base import BatchReader, RealtimeReader
 log = logging.getLogger(__name__)
 
 REALTIME = "realtime"
+MAX_POLL_S = 0.25
+"""Longest pause between two polls of a waiting query: what a wait may add to its answer's delay."""
 
 
 @dataclass
@@ -43,6 +48,8 @@ class Snapshot:
     """What the speed layer counted the generation with (None: nothing counted, or Redis down)."""
     visit_flags: frozenset[str] = frozenset()
     """``{site}|{day}`` whose realtime visits may not be exact."""
+    full: bool = True
+    """Holds the query's values (False: a waiting query's poll of the pointer and commit only)."""
 
 
 class Snapshots:
@@ -69,18 +76,25 @@ class Snapshots:
         """A snapshot that covers ``after``'s offsets (any snapshot without it); raises
         ConsistencyTimeout naming the partitions still pending once ``after.wait_s`` has passed."""
         started = time.monotonic()
+        snap = await self.once(hashes, ranks)
+        if after is None:
+            return snap
+        interval = self.poll_s
         while True:
-            snap = await self.once(hashes, ranks)
-            if after is None:
-                return snap
             cov = snap.coverage
             missing = pending(after.offsets, cov.batch_offsets, cov.realtime_offsets)
             if not missing:
-                return snap
+                if snap.full:
+                    return snap
+                snap = await self.once(hashes, ranks)  # covered: now read the query's values
+                continue
             waited = time.monotonic() - started
             if waited >= after.wait_s:
                 raise ConsistencyTimeout(missing, waited)
-            await asyncio.sleep(min(self.poll_s, after.wait_s - waited))
+            await asyncio.sleep(min(interval, after.wait_s - waited))
+            interval = min(2 * interval, MAX_POLL_S)
+            snap = await self.once((), ())  # only the pointer and the commit, until they cover
+            snap.full = not hashes and not ranks
 
     async def once(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> Snapshot:
         try:

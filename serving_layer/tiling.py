@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from functools import lru_cache
+
+from config.memo import memo
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -57,7 +58,7 @@ def is_hour_aligned(t: datetime) -> bool:
     return t.minute == 0 and t.second == 0 and t.microsecond == 0
 
 
-@lru_cache(maxsize=4096)
+@memo("api_tiling_cache_bytes")
 def tile(start: datetime, end: datetime) -> tuple[Tile, ...]:
     """The coarsest tiles covering ``[start, end)`` exactly: whole days, hours at the edges.
 
@@ -78,7 +79,7 @@ def tile(start: datetime, end: datetime) -> tuple[Tile, ...]:
     return tuple(tiles)
 
 
-@lru_cache(maxsize=4096)
+@memo("api_tiling_cache_bytes")
 def buckets(start: datetime, end: datetime, granularity: Granularity) -> tuple[Bucket, ...]:
     """The series buckets of ``[start, end)``: every hour, or every UTC day cut to the range (cached)."""
     out: list[Bucket] = []

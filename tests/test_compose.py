@@ -326,3 +326,12 @@ def test_dockerfile_copies_the_packages_and_runs_unprivileged() -> None:
     assert users and users[-1] not in {"root", "0"}
     assert "SPARK_LOCAL_IP=" not in text
     assert "ENTRYPOINT" not in text
+
+
+def test_the_api_requires_keys() -> None:
+    """No open default in production: keys required (open mode would refuse 0.0.0.0 anyway)."""
+    from api.auth import check_binding
+
+    env = _services()["api"]["environment"]
+    assert env["LAMBDA_API_AUTH"] == "keys"
+    check_binding(Settings(api_auth=env["LAMBDA_API_AUTH"]), env["LAMBDA_API_HOST"])

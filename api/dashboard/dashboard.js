@@ -167,19 +167,57 @@ function detailOf(body) {
   return typeof detail === "string" ? detail : null;
 }
 
+// The API key: asked once when the API answers 401, kept in sessionStorage for this browser
+// session (this tab, until it is closed), sent in the Authorization header, never in a URL.
+const KEY_STORAGE = "lambda-api-key";
+let keyPrompt = null; // the one pending question, shared by every request that got a 401
+
+function askKey(message) {
+  if (keyPrompt) return keyPrompt;
+  const form = $("key-form");
+  const input = $("key-input");
+  $("key-message").textContent = message;
+  form.hidden = false;
+  input.value = "";
+  input.focus();
+  keyPrompt = new Promise((resolve) => {
+    form.addEventListener("submit", function submitted(e) {
+      e.preventDefault();
+      const key = input.value.trim();
+      if (!key) return;
+      form.removeEventListener("submit", submitted);
+      sessionStorage.setItem(KEY_STORAGE, key);
+      form.hidden = true;
+      keyPrompt = null;
+      resolve();
+    });
+  });
+  return keyPrompt;
+}
+
 async function api(path, query = {}, signal = undefined) {
   const url = new URL(path, document.baseURI);
   for (const [k, v] of Object.entries(query)) if (v != null && v !== "") url.searchParams.set(k, v);
-  let response;
-  try {
-    response = await fetch(url, { signal, headers: { Accept: "application/json" } });
-  } catch (error) {
-    if (error.name === "AbortError") throw error;
-    throw new ApiError(0, "the API does not answer");
+  for (;;) {
+    const headers = { Accept: "application/json" };
+    const key = sessionStorage.getItem(KEY_STORAGE);
+    if (key) headers.Authorization = `Bearer ${key}`;
+    let response;
+    try {
+      response = await fetch(url, { signal, headers });
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      throw new ApiError(0, "the API does not answer");
+    }
+    const body = await response.json().catch(() => null);
+    if (response.status === 401) {
+      if (key && sessionStorage.getItem(KEY_STORAGE) === key) sessionStorage.removeItem(KEY_STORAGE);
+      await askKey(key ? `The API refused the key: ${detailOf(body) || "unknown or revoked"}. Enter another.` : "This API needs a key with the read scope.");
+      continue;
+    }
+    if (!response.ok) throw new ApiError(response.status, detailOf(body) || response.statusText);
+    return body;
   }
-  const body = await response.json().catch(() => null);
-  if (!response.ok) throw new ApiError(response.status, detailOf(body) || response.statusText);
-  return body;
 }
 
 /** [from, to) of the state: presets end with the current hour (the current day for daily series). */
@@ -531,6 +569,9 @@ async function refreshLive() {
       api("v1/status"),
     ]);
     if (status.status === "fulfilled") renderStatus(status.value);
+    else if (status.reason && status.reason.status === 403) {
+      $("fresh-generation").textContent = "not shown: /v1/status needs a key with the admin scope";
+    }
     if (live.status === "fulfilled") {
       renderLive(live.value);
       problems.live = partialProblem(live.value);

@@ -11,8 +11,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from api import render
-from api.deps import BreakdownRequestDep, EngineDep, TimeseriesRequestDep
+from api import render, scoping
+from api.deps import BreakdownRequestDep, EngineDep, ReaderDep, TimeseriesRequestDep
 from api.routes.queries import QUERY_ERRORS
 from api.schemas import BreakdownResponse, DimensionsResponse, NotReadyResponse, TimeseriesResponse
 
@@ -31,10 +31,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 @router.get(
     "/dimensions",
     response_model=DimensionsResponse,
-    responses={503: QUERY_ERRORS[503]},
+    responses={code: QUERY_ERRORS[code] for code in (401, 403, 429, 503)},
     summary="The dimensions (views) and whether the served generation answers each",
 )
-async def dimensions(engine: EngineDep) -> render.JsonBytes:
+async def dimensions(engine: EngineDep, _: ReaderDep) -> render.JsonBytes:
     """Every dimension the served generation, the speed layer or this API knows, with its
     description and readiness."""
     gen, described, problems = await engine.views()
@@ -67,5 +67,5 @@ async def breakdown(engine: EngineDep, r: BreakdownRequestDep) -> render.JsonByt
     """Values ranked by page views (by visits for entry_page and exit_page; ties by value) over the
     UTC days the range touches, each with the metrics asked for (default: page views and unique
     visitors); `totals` over every value of the site."""
-    answer = await engine.top(r.query, r.after)
+    answer = await scoping.ranked(engine, r)
     return render.json_response(render.breakdown(answer, r.per_site, r.metrics))

@@ -7,8 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from api import render
-from api.deps import ApiKeyDep, ServicesDep
+from api.deps import ServicesDep, WriterDep
 from api.events import parse_events, read_body, require_json
+from api.routes.responses import GUARD_ERRORS
 from api.schemas import ErrorResponse, EventsAccepted, ValidationErrorResponse
 from contract import PageView
 
@@ -51,16 +52,20 @@ REQUEST_BODY: dict[str, Any] = {
     status_code=202,
     response_model=EventsAccepted,
     responses={
-        401: {"model": ErrorResponse, "description": "An API key is required and missing or wrong."},
+        **GUARD_ERRORS,
         413: {"model": ErrorResponse, "description": "Body or event count above the limits."},
         415: {"model": ErrorResponse, "description": "The body is not declared `application/json`."},
         422: {"model": ValidationErrorResponse, "description": "Invalid events; nothing was produced."},
-        503: {"model": ErrorResponse, "description": "Kafka did not acknowledge; resending is safe."},
+        503: {
+            "model": ErrorResponse,
+            "description": "Kafka did not acknowledge (resending is safe), or the worker is serving its "
+            "limit of requests.",
+        },
     },
     openapi_extra=REQUEST_BODY,
     summary="Ingest one page view or a batch",
 )
-async def post_events(request: Request, services: ServicesDep, _: ApiKeyDep) -> render.JsonBytes:
+async def post_events(request: Request, services: ServicesDep, _: WriterDep) -> render.JsonBytes:
     """Validated with the event contract and produced to Kafka (idempotent producer, acks=all).
     All or nothing: one invalid event rejects the request with every broken field listed. Events
     are deduplicated by `event_id` downstream, so resending after an error is safe."""

@@ -7,15 +7,21 @@ import contextlib
 from fastapi import APIRouter, Response
 
 from api import render
-from api.deps import ServicesDep
+from api.deps import AdminDep, ServicesDep
+from api.routes.responses import GUARD_ERRORS
 from api.schemas import HealthResponse, ReadyResponse, StatusResponse
 from api.status import collect_status, readiness
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/v1/status", response_model=StatusResponse, summary="Served generation, speed layer, log")
-async def status(services: ServicesDep) -> render.JsonBytes:
+@router.get(
+    "/v1/status",
+    response_model=StatusResponse,
+    responses=GUARD_ERRORS,
+    summary="Served generation, speed layer, log (admin scope)",
+)
+async def status(services: ServicesDep, _: AdminDep) -> render.JsonBytes:
     """The served generation (cut, age), the speed layer's committed offsets, lag per partition and
     last micro-batch, the log's end offsets and the DLQ size, and the dead letters per source and
     per field of their reason. A store that does not answer is
@@ -42,10 +48,13 @@ async def readyz(services: ServicesDep) -> render.JsonBytes:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}},
-    summary="Prometheus metrics",
+    responses={
+        200: {"content": {"text/plain": {}}, "description": "Prometheus text format."},
+        **GUARD_ERRORS,
+    },
+    summary="Prometheus metrics (admin scope)",
 )
-async def metrics(services: ServicesDep) -> Response:
+async def metrics(services: ServicesDep, _: AdminDep) -> Response:
     # The dead-letter figures come from the stores: refreshed per scrape, as /v1/status reads them;
     # a store that does not answer leaves the last figures (and /v1/status says why).
     with contextlib.suppress(Exception):

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from api import render
 from api.deps import EngineDep, SeriesRequestDep, TopRequestDep
+from api.routes.responses import GUARD_ERRORS
 from api.schemas import (
     ErrorResponse,
     PageviewsResponse,
@@ -20,10 +21,16 @@ from api.schemas import (
 router = APIRouter(prefix="/v1", tags=["queries"])
 
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
-    422: {"model": ValidationErrorResponse, "description": "A parameter is invalid; `loc` names it."},
+    **GUARD_ERRORS,
+    422: {
+        "model": ValidationErrorResponse,
+        "description": "A parameter is invalid (`loc` names it), or the query costs more than "
+        "LAMBDA_API_MAX_COST (`ctx` has the cost and the limit).",
+    },
     503: {
         "model": ErrorResponse,
-        "description": "MongoDB is down or nothing is served yet; see Retry-After.",
+        "description": "MongoDB is down, nothing is served yet, or the worker is serving its limit of "
+        "requests; see Retry-After.",
     },
     504: {
         "model": TimeoutResponse,

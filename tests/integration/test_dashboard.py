@@ -10,8 +10,11 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (installed by ``make setup``
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -462,3 +465,53 @@ def test_mongodb_down_says_so_and_recovers(browser: WebDriver, platform: Setting
             assert_page_equals_api(browser, cold)
     finally:
         control.up(stack, ["ferretdb"])
+
+
+def test_with_keys_required_the_page_asks_for_a_key_once_and_sends_it_in_a_header(
+    browser: WebDriver, platform: Settings
+) -> None:
+    """With LAMBDA_API_AUTH=keys the page asks for a key at its first 401, keeps it in
+    sessionStorage (a reload does not ask again, a new session does), sends it as a header (never
+    in a URL) and shows what the key may read: its site only, and no status without `admin`."""
+    keyed = platform.model_copy(update={"api_auth": "keys"})
+    made = subprocess.run(
+        [sys.executable, "-m", "api", "keys", "add", "--name", "dash", "--scope", "read", "--site", SITE],
+        cwd=ROOT,
+        env={**os.environ, **keyed.to_env()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    key = made.stdout.strip()
+    with serve(keyed) as base:
+        browser.get(f"{base}/?site={SITE}&refresh=1")
+        wait_for("the key form", lambda: browser.find_element(By.ID, "key-form").is_displayed())
+        browser.find_element(By.ID, "key-input").send_keys(key + Keys.ENTER)
+        wait_for("the first load", lambda: loads(browser) >= 1 and loads(browser, "liveLoads") >= 1)
+        assert not browser.find_element(By.ID, "key-form").is_displayed()
+        q = shown_query(browser)
+        answer = httpx.get(
+            f"{base}/v1/timeseries",
+            params={"dimension": "site", **q},
+            headers={"Authorization": f"Bearer {key}"},
+        ).json()
+        assert digits(text_of(browser, "total-pageviews")) == answer["total"]["pageviews"] > 0
+        assert [o.get_attribute("value") for o in Select(browser.find_element(By.ID, "site")).options] == [
+            SITE
+        ]
+        wait_for("the status note", lambda: "admin scope" in text_of(browser, "fresh-generation"))
+        assert browser.execute_script("return sessionStorage.getItem('lambda-api-key')") == key
+        urls = browser.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"
+        )
+        assert urls and not any(key in url for url in urls)
+
+        browser.refresh()  # the same session: no question
+        wait_for("the reload", lambda: loads(browser) >= 1)
+        assert not browser.find_element(By.ID, "key-form").is_displayed()
+
+        browser.execute_script("sessionStorage.clear()")  # a new session asks again
+        browser.refresh()
+        wait_for("the key form again", lambda: browser.find_element(By.ID, "key-form").is_displayed())
+    browser.get("about:blank")

@@ -1,0 +1,49 @@
+"""The cost model of a query: how many stored values (buckets x keys) answering it reads, known
+before anything is read; above ``LAMBDA_API_MAX_COST`` the query is refused with a 422 that names
+the limit and the cost asked.
+
+- A series (pageviews, unique visitors, timeseries) reads, per day of its range, one batch
+  document and the realtime fields of its tiles: the series' buckets' tiles plus, for unique
+  visitors, the tiles of the whole range. A 92-day hourly series costs about 2,400.
+- A ranking (top URLs) reads one batch ranking and one realtime ranking per day.
+- A breakdown with visitors also reads each listed key's sketch on each day, and the site's:
+  ``days x (limit + 2)`` more. ``limit=1000`` over 92 days costs about 92,000.
+"""
+
+from __future__ import annotations
+
+from serving_layer import SeriesQuery, TopQuery
+from serving_layer.tiling import buckets, days_covering, tile
+
+
+class TooCostly(Exception):
+    def __init__(self, cost: int, limit: int, param: str) -> None:
+        super().__init__(f"cost {cost} above {limit}")
+        self.cost, self.limit, self.param = cost, limit, param
+
+    def detail(self) -> list[dict[str, object]]:
+        return [
+            {
+                "loc": ["query", self.param],
+                "msg": f"the query would read {self.cost:,} stored values (buckets x keys), above the "
+                f"limit of {self.limit:,} per request (LAMBDA_API_MAX_COST): shorten the range, ask "
+                "for days instead of hours or a lower limit",
+                "type": "cost_limit",
+                "ctx": {"cost": self.cost, "limit": self.limit},
+            }
+        ]
+
+
+def series_cost(q: SeriesQuery) -> int:
+    series_tiles = sum(len(b.tiles) for b in buckets(q.start, q.end, q.granularity))
+    return len(days_covering(q.start, q.end)) + series_tiles + len(tile(q.start, q.end))
+
+
+def top_cost(q: TopQuery) -> int:
+    days = len(days_covering(q.start, q.end))
+    return 2 * days + (days * (q.limit + 2) if q.visitors else 0)
+
+
+def check(cost: int, limit: int, param: str) -> None:
+    if cost > limit:
+        raise TooCostly(cost, limit, param)
