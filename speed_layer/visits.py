@@ -183,7 +183,7 @@ def visit_rows(
     redis_url: str,
     single_partition: bool = False,
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(delta rows, state and flag rows, the materialised visits to unpersist after the job) of
+    """(delta rows, state and flag rows, the visits to unpersist after the job) of
     a micro-batch's keyed page views
     (views.shared_pass.keyed_events grouped by ``_tags``, the generations each view is at or past
     the cut of, and ``kafka_partition``).
@@ -224,14 +224,16 @@ def visit_rows(
     rows = events.drop("_tags").unionByName(state)
     if single_partition:
         rows = rows.coalesce(1)  # a union of two single partitions has two
-    # Materialised once (a job of its own): the deltas, the new state and the flags all read it,
-    # and Spark would otherwise sessionise, and read the state, once for each.
     closing = (
         sessions.sessionised(rows, ["variant"], gap_s)
         .where(F.col(f"{sessions.VISIT}.closes"))
         .select("variant", *sessions.SUMMARY_KEYS, sessions.VISIT)
-        .localCheckpoint(eager=True)
     )
+    if not single_partition:
+        # Materialised once (a job of its own): the deltas, the new state and the flags all read
+        # it, and Spark would otherwise sessionise, and read the state, once for each. A small
+        # micro-batch does that three times over in-memory rows in less than a job costs.
+        closing = closing.localCheckpoint(eager=True)
 
     every = F.col("variant") == -1
     gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))

@@ -333,7 +333,7 @@ def scenarios(draw: st.DrawFn) -> tuple[VisitLog, dict[int, Offsets], bool, list
 
 @settings(
     # Each micro-batch is 7-12 Spark jobs (seconds): few examples by default, more for a deeper run.
-    max_examples=EXAMPLES or 3,
+    max_examples=EXAMPLES or 2,
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,

@@ -106,7 +106,7 @@ def test_every_view_carries_the_visit_metrics() -> None:
 
 
 @settings(
-    max_examples=8,  # 1-2 s of Spark each on an idle machine
+    max_examples=5,  # 1-2 s of Spark each on an idle machine
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
