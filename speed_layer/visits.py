@@ -122,29 +122,37 @@ def loader(
     visitor_id, day) in an executor."""
 
     def load(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
         import redis
 
-        from stores.redis import visit_state
-
-        schema = arrow_schema()
         client = redis.Redis.from_url(redis_url, socket_timeout=30)
         try:
-            for batch in batches:
-                touched = list(
-                    zip(
-                        batch.column("site").to_pylist(),
-                        batch.column("visitor_id").to_pylist(),
-                        batch.column("day").to_pylist(),
-                        strict=True,
-                    )
-                )
-                rows = list(visit_state.load(client, touched, drop_before_us))
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            yield from load_batches(client, batches, drop_before_us, arrow_schema())
         finally:
             client.close()
 
     return load
+
+
+def load_batches(
+    client: Any, batches: Iterable[pa.RecordBatch], drop_before_us: int, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Per Arrow batch of touched visitor-days (site, visitor_id, day), their stored visits
+    (stores.redis.visit_state.load through ``client``)."""
+    import pyarrow as pa
+
+    from stores.redis import visit_state
+
+    for batch in batches:
+        touched = list(
+            zip(
+                batch.column("site").to_pylist(),
+                batch.column("visitor_id").to_pylist(),
+                batch.column("day").to_pylist(),
+                strict=True,
+            )
+        )
+        rows = list(visit_state.load(client, touched, drop_before_us))
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
 def _arrow_schema_of(dimensions: Sequence[Dimension]) -> Callable[[], pa.Schema]:
@@ -224,16 +232,15 @@ def visit_rows(
     rows = events.drop("_tags").unionByName(state)
     if single_partition:
         rows = rows.coalesce(1)  # a union of two single partitions has two
+    # Materialised once (a job of its own): the deltas, the new state and the flags all read it,
+    # and Spark would otherwise sessionise, and read the state, once for each (measured slower
+    # even for micro-batches of a few thousand views).
     closing = (
         sessions.sessionised(rows, ["variant"], gap_s)
         .where(F.col(f"{sessions.VISIT}.closes"))
         .select("variant", *sessions.SUMMARY_KEYS, sessions.VISIT)
+        .localCheckpoint(eager=True)
     )
-    if not single_partition:
-        # Materialised once (a job of its own): the deltas, the new state and the flags all read
-        # it, and Spark would otherwise sessionise, and read the state, once for each. A small
-        # micro-batch does that three times over in-memory rows in less than a job costs.
-        closing = closing.localCheckpoint(eager=True)
 
     every = F.col("variant") == -1
     gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))

@@ -1,4 +1,4 @@
-"""Chaos in the suite: nine faults at seeded random moments while traffic flows (kill -9 of the speed
+"""Chaos in the suite: six faults at seeded random moments while traffic flows (kill -9 of the speed
 layer, of batch runs mid-way, of Kafka, Redis and FerretDB), only the keeper, the services' restart
 and the next scheduled batch run to recover; then every bucket of every view equals the recount.
 The seed and each fault's moment are logged (and in the failure message); ``make soak`` runs the
@@ -18,7 +18,7 @@ from tests import chaos
 from tests.integration.conftest import assert_merged_matches, isolated_platform
 from tests.integration.test_speed_layer import wait_caught_up
 
-FAULTS, SECONDS = 9, 55.0
+FAULTS, SECONDS = 6, 40.0
 """Faults and seconds of traffic: what the suite's time allows (``make soak`` runs long)."""
 
 

@@ -241,7 +241,7 @@ def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings
 def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
     platform: Settings, speed: SpeedProcess
 ) -> None:
-    """Three kills, each at a random moment after a commit, while events flow: each restart replays
+    """Two kills, each at a random moment after a commit, while events flow: each restart replays
     the batch in flight (skipped if Redis has it, counted if not). Each round first gives the
     (re)started job events to commit, then starts a second producer right before the kill, so that
     every kill, not only the first, hits a loaded stream. Every start of the job costs about 20 s
@@ -253,7 +253,7 @@ def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
     rng = random.Random(seed_of_run)
     kills: list[str] = []
     speed.start()
-    for round_ in range(3):
+    for round_ in range(2):
         if round_ == 1:
             kill_while_rebuilding(platform, speed, 100 + round_, rng)
         seed = 10 + 3 * round_
@@ -358,7 +358,7 @@ def test_a_flushed_redis_stops_the_job_and_rebuild_realtime_restores_the_views(
     finally:
         batch.close()
     speed.start()
-    producer = produce_in_background(platform, seeds=[31, 32, 33], per_seed=3_000, pause_s=0.5)
+    producer = produce_in_background(platform, seeds=[31, 32, 33], per_seed=1_500, pause_s=0.5)
     deadline = time.monotonic() + 120
     while commit_of(platform).batch_id < 1:
         assert time.monotonic() < deadline, speed.tail()

@@ -44,7 +44,7 @@ def test_state_round_trips_and_visits_past_the_horizon_leave_it(platform: Settin
         sink.add_flag(7, "s.example", "2026-11-20")
         _commit(client, sink)
 
-        assert visit_state.read_meta(client) == visit_state.Meta(5_000, "dims-a")
+        assert visit_state.read_meta(client) == visit_state.Meta(5_000, "dims-a", 0)
         touched = [
             ("s.example", "v1", "2026-11-20"),
             ("s.example", "v2", "2026-11-20"),

@@ -186,23 +186,8 @@ def snapshot_loader(store: FakeRedis) -> Callable[..., Any]:
         snapshot = dict(store.kv)
 
         def load(batches: Iterable[Any]) -> Iterator[Any]:
-            import pyarrow as pa
-
-            from stores.redis import visit_state
-
-            schema = arrow_schema()
             client = SimpleNamespace(mget=lambda keys: [snapshot.get(k) for k in keys])
-            for batch in batches:
-                touched = list(
-                    zip(
-                        batch.column("site").to_pylist(),
-                        batch.column("visitor_id").to_pylist(),
-                        batch.column("day").to_pylist(),
-                        strict=True,
-                    )
-                )
-                rows = list(visit_state.load(client, touched, drop_before_us))
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            yield from visits.load_batches(client, batches, drop_before_us, arrow_schema())
 
         return load
 
@@ -333,7 +318,7 @@ def scenarios(draw: st.DrawFn) -> tuple[VisitLog, dict[int, Offsets], bool, list
 
 @settings(
     # Each micro-batch is 7-12 Spark jobs (seconds): few examples by default, more for a deeper run.
-    max_examples=EXAMPLES or 2,
+    max_examples=EXAMPLES or 1,
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
