@@ -358,7 +358,7 @@ def test_a_flushed_redis_stops_the_job_and_rebuild_realtime_restores_the_views(
     finally:
         batch.close()
     speed.start()
-    producer = produce_in_background(platform, seeds=[31, 32, 33], per_seed=1_500, pause_s=0.5)
+    producer = produce_in_background(platform, seeds=[31, 32, 33], per_seed=3_000, pause_s=0.5)
     deadline = time.monotonic() + 120
     while commit_of(platform).batch_id < 1:
         assert time.monotonic() < deadline, speed.tail()
