@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer.master import MasterDataset
 from generations.model import Offsets
+from speed_layer.stream import at_or_past
 from speed_layer.visits import Horizon, dimensions_mark
 from stores.mongo.manifest import MongoManifest
 from stores.redis import visit_state
@@ -26,7 +27,7 @@ from views import sessions
 from views.shared_pass import keyed_events
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from speed_layer.job import SpeedJob
 
@@ -49,7 +50,7 @@ def seed(job: SpeedJob, start: Offsets | None) -> None:
         return
     from pyspark.sql import functions as F
 
-    below = events.where(_below(start))
+    below = events.where(~at_or_past(start))
     newest = below.agg(F.max(F.unix_millis("log_time"))).first()
     if newest is None or newest[0] is None:
         log.info("visit state: empty (no event of the master dataset is below the stream's start)")
@@ -61,7 +62,7 @@ def seed(job: SpeedJob, start: Offsets | None) -> None:
     recent = master.read(job.spark, days) if days else None
     written = 0
     if recent is not None:
-        written = _write(job, _visits(recent.where(_below(start)), job), horizon)
+        written = _write(job, _visits(recent.where(~at_or_past(start)), job), horizon)
     job.redis.hset(
         visit_state.META,
         mapping={"watermark_ms": watermark_ms, "dims": mark, "dropped_before_us": horizon.drop_before_us},
@@ -72,16 +73,6 @@ def seed(job: SpeedJob, start: Offsets | None) -> None:
         first_day,
         time.monotonic() - t0,
     )
-
-
-def _below(start: Offsets) -> Column:
-    """Events whose offset is below ``start`` (a partition absent from it: none)."""
-    from pyspark.sql import functions as F
-
-    cond = F.lit(False)
-    for partition, offset in sorted(start.items()):
-        cond = cond | ((F.col("kafka_partition") == partition) & (F.col("kafka_offset") < offset))
-    return cond
 
 
 def _visits(events: DataFrame, job: SpeedJob) -> DataFrame:

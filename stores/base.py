@@ -78,7 +78,7 @@ def realtime_write(row: Any) -> RealtimeWrite:
         increments[PV] = pv
         found[SKETCH] = bytes(row["sk"])
     for name in VISIT_FIELDS:
-        if n := _metric(row, name):
+        if n := visit_metric(row, name):
             increments[name] = n
     for h in row["hours"]:
         hour = h["hour"]
@@ -86,7 +86,7 @@ def realtime_write(row: Any) -> RealtimeWrite:
             increments[hour_field(PV, hour)] = int(h["pv"])
             found[hour_field(SKETCH, hour)] = bytes(h["sk"])
         for name in VISIT_FIELDS:
-            if n := _metric(h, name):
+            if n := visit_metric(h, name):
                 increments[hour_field(name, hour)] = n
     return RealtimeWrite(increments, found, ranking_score(row))
 
@@ -94,16 +94,21 @@ def realtime_write(row: Any) -> RealtimeWrite:
 def ranking_score(row: Any) -> int:
     """What a day's ranking orders a row's key by: its page views, or, for a view of visits only
     (the entry and exit pages, which count no page views), its visits."""
-    return int(row["pv"]) or _metric(row, "vi")
+    return int(row["pv"]) or visit_metric(row, "vi")
 
 
-def _metric(row: Any, name: str) -> int:
-    """A visit metric of a row or hour (0 when the row has none: a view without visits)."""
+def row_field(row: Any, name: str) -> Any:
+    """A field of a view row or hour (a Spark Row or a mapping); None when it has none (rows of
+    code that predates the field)."""
     try:
-        value = row[name]
+        return row[name]
     except (KeyError, ValueError, IndexError):
-        return 0
-    return int(value or 0)
+        return None
+
+
+def visit_metric(row: Any, name: str) -> int:
+    """A visit metric of a row or hour (0 when the row has none: a view without visits)."""
+    return int(row_field(row, name) or 0)
 
 
 def view_mark(name: str, fingerprint: str) -> str:

@@ -34,6 +34,8 @@ from stores.base import (
     WrittenViews,
     ranking_score,
     realtime_write,
+    row_field,
+    visit_metric,
 )
 from views.rows import HOURS
 from views.sketches import union_bytes
@@ -53,7 +55,7 @@ def batch_doc_of(row: Any) -> BatchDoc:
     sk = row["sk"]
     visits: tuple[int, int, int, int] | None = None
     h_visits: list[tuple[int, int, int, int]] | None = None
-    if _field(row, "vi") is not None:
+    if row_field(row, "vi") is not None:
         visits = _visit_values(row)
         h_visits = [(0, 0, 0, 0)] * HOURS
         for h in row["hours"]:
@@ -63,15 +65,8 @@ def batch_doc_of(row: Any) -> BatchDoc:
     )
 
 
-def _field(row: Any, name: str) -> Any:
-    try:
-        return row[name]
-    except (KeyError, ValueError, IndexError):
-        return None
-
-
 def _visit_values(row: Any) -> tuple[int, int, int, int]:
-    vi, bo, du, vv = (int(_field(row, m) or 0) for m in VISIT_FIELDS)
+    vi, bo, du, vv = (visit_metric(row, m) for m in VISIT_FIELDS)
     return vi, bo, du, vv
 
 

@@ -29,7 +29,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from stores.base import BatchDoc
+from stores.base import BatchDoc, row_field, visit_metric
 from views.rows import HOURS
 
 WITH_SKETCHES = 1
@@ -71,7 +71,7 @@ def row_to_documents(row: Any, inline_max: int = INLINE_SKETCHES_MAX) -> list[di
         "sk": bytes(row["sk"]),
         "h": pack_hours(row["hours"]),
     }
-    if _get(row, "vi") is not None:
+    if row_field(row, "vi") is not None:
         doc.update((m, int(row[m] or 0)) for m in VISIT_METRICS)
         doc["v"] = pack_visit_hours(row["hours"])
     if sum(len(h["sk"]) for h in row["hours"] if h["sk"] is not None) <= inline_max:
@@ -83,21 +83,13 @@ def row_to_documents(row: Any, inline_max: int = INLINE_SKETCHES_MAX) -> list[di
     return [doc, companion]
 
 
-def _get(row: Any, name: str) -> Any:
-    """A field of a Spark Row or a dict, None when it has no such field (rows of other code)."""
-    try:
-        return row[name]
-    except (KeyError, ValueError, IndexError):
-        return None
-
-
 def pack_visit_hours(hours: Any) -> bytes:
     """The visit metrics of a row's hours (views.sessions: visits, bounces, duration in ms, views
     in visits) as one binary value: a 24-bit mask of the hours with visits (little-endian 32-bit),
     then per such hour, in order, the four metrics (signed 64-bit, little-endian)."""
     mask, parts = 0, []
     for h in sorted(hours, key=lambda h: h["hour"]):
-        values = tuple(int(_get(h, m) or 0) for m in VISIT_METRICS)
+        values = tuple(visit_metric(h, m) for m in VISIT_METRICS)
         if any(values):
             mask |= 1 << h["hour"]
             parts.append(_VISIT_HOUR.pack(*values))

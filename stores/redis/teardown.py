@@ -21,13 +21,21 @@ def drop_generations(client: redis.Redis, gens: Iterable[int]) -> int:
     """Delete every realtime key of these generations; returns how many keys went."""
     deleted = 0
     for gen in gens:
-        batch: list[bytes] = []
-        for key in client.scan_iter(match=keys.realtime_pattern(gen), count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                deleted += int(client.unlink(*batch))
-                batch.clear()
-        if batch:
-            deleted += int(client.unlink(*batch))
+        deleted += unlink_matching(client, keys.realtime_pattern(gen))
         client.srem(keys.REALTIME_GENS, gen)
+    return deleted
+
+
+def unlink_matching(client: redis.Redis, pattern: str) -> int:
+    """Delete every key matching ``pattern`` (SCAN, then UNLINK a thousand at a time); returns how
+    many went."""
+    deleted = 0
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=pattern, count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            deleted += int(client.unlink(*batch))
+            batch.clear()
+    if batch:
+        deleted += int(client.unlink(*batch))
     return deleted

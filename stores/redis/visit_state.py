@@ -34,6 +34,7 @@ from typing import Any
 import redis
 
 from stores.redis.keys import REALTIME_PREFIX
+from stores.redis.teardown import unlink_matching
 
 PREFIX = "lambda:vs:"
 ENDS = f"{PREFIX}#ends"
@@ -86,15 +87,7 @@ def read_meta(client: redis.Redis) -> Meta:
 def clear(client: redis.Redis, dims: str, watermark_ms: int = 0) -> int:
     """Drop the whole state (a fresh start rebuilds it) and record its dimensions; returns the
     number of keys deleted."""
-    deleted = 0
-    batch: list[bytes] = []
-    for key in client.scan_iter(match=f"{PREFIX}*", count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            deleted += int(client.delete(*batch))
-            batch = []
-    if batch:
-        deleted += int(client.delete(*batch))
+    deleted = unlink_matching(client, f"{PREFIX}*")
     client.hset(META, mapping={"watermark_ms": watermark_ms, "dims": dims, "dropped_before_us": NEVER})
     return deleted
 
