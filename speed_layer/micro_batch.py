@@ -33,7 +33,7 @@ from ingest.producer import dlq_key
 from speed_layer.dedup import DUPLICATE_COLUMN
 from speed_layer.progress import BatchReport
 from speed_layer.stream import at_or_past
-from speed_layer.visits import Horizon, meta_row, visit_rows
+from speed_layer.visits import Horizon, collected, meta_row, visit_rows
 from views import compute, sessions
 from views.shared_pass import assemble, count_events, keyed_events
 
@@ -150,7 +150,7 @@ class MicroBatch:
                 # The visits' job and the views' both read the keyed events: the scan, the
                 # contract, the dedup and the keys run once.
                 keyed = self._materialise(keyed)
-            rows = self._view_rows(tagged, keyed, active, single).collect()
+            rows = collected(self._view_rows(tagged, keyed, active, single))
             return rows, observation.get
         finally:
             while self._materialised:

@@ -256,13 +256,17 @@ def visit_rows(
     fields += [visit["p_lo"].alias("p_lo"), visit["p_hi"].alias("p_hi")]
     new_state = (
         current.groupBy("site", "visitor_id", "day")
-        .agg(F.to_json(F.collect_list(F.struct(*fields))).alias("aux"))
+        .agg(
+            F.to_json(F.collect_list(F.struct(*fields))).alias("aux"),
+            F.max(visit["e_ts"]).alias("end"),
+        )
         .select(
             F.lit(None).cast("int").alias("gen"),
             F.lit(STATE_VIEW).alias("view"),
-            F.concat_ws("|", "site", "visitor_id").alias("key"),
+            visit_state.state_key_column(F.col("site"), F.col("visitor_id"), day).alias("key"),
             day.alias("day"),
             "aux",
+            "end",
         )
     )
     doubtful = visit["tainted"] | (visit["p_lo"] != visit["p_hi"])
@@ -278,15 +282,16 @@ def visit_rows(
             F.lit(None).cast("string").alias("aux"),
         )
     )
-    return deltas, new_state.unionByName(flags), closing
+    return deltas, new_state.unionByName(flags, allowMissingColumns=True), closing
 
 
 @dataclass
 class VisitUpdate:
     """What a micro-batch changes in the visit state, from its collected rows."""
 
-    states: list[tuple[str, str, str, list[dict[str, Any]]]]
-    """(site, visitor, day, visits) per touched visitor-day."""
+    states: list[tuple[str, str, int]]
+    """(state key, JSON list of visits, latest end) per touched visitor-day
+    (stores.redis.visit_state.VisitStateSink.add_text)."""
     flags: list[tuple[int, str, str]]
     """(generation, site, day) whose realtime visits may not be exact."""
     watermark_ms: int | None = None
@@ -297,19 +302,34 @@ class VisitUpdate:
         if self.watermark_ms is None or self.drop_before_us is None:
             return None
         sink = VisitStateSink(client, self.drop_before_us, self.watermark_ms)
-        for site, visitor, day, visits in self.states:
-            sink.add_state(site, visitor, day, visits)
+        for key, text, end in self.states:
+            sink.add_text(key, text, end)
         for gen, site, day in self.flags:
             sink.add_flag(gen, site, day)
         return sink
 
 
-def split(rows: Sequence[Any]) -> tuple[list[Any], VisitUpdate]:
-    """The view rows of a micro-batch's collected rows, and its visit state update."""
-    import json
+def collected(rows: DataFrame) -> list[Any]:
+    """A micro-batch's rows (:func:`visit_rows`' beside the views'), collected through Arrow: every
+    row as a mapping, except the visit state's, which come as one mapping of columns
+    (``view`` :data:`STATE_VIEW`; ``key``, ``aux`` and ``end`` lists): a visitor-day each, up to
+    one per view of the micro-batch, too many to make a Python row of each."""
+    import pyarrow.compute as pc
 
+    table = rows.toArrow()
+    if "end" not in table.column_names:
+        return list(table.to_pylist())
+    is_state = pc.fill_null(pc.equal(table.column("view"), STATE_VIEW), False)
+    states = table.filter(is_state)
+    others = table.filter(pc.invert(is_state)).drop_columns(["end"])
+    block = {"view": STATE_VIEW, **{c: states.column(c).to_pylist() for c in ("key", "aux", "end")}}
+    return [*others.to_pylist(), block]
+
+
+def split(rows: Sequence[Any]) -> tuple[list[Any], VisitUpdate]:
+    """The view rows of a micro-batch's :func:`collected` rows, and its visit state update."""
     views: list[Any] = []
-    states: list[tuple[str, str, str, list[dict[str, Any]]]] = []
+    states: list[tuple[str, str, int]] = []
     flags: list[tuple[int, str, str]] = []
     update = VisitUpdate(states, flags)
     for row in rows:
@@ -317,8 +337,7 @@ def split(rows: Sequence[Any]) -> tuple[list[Any], VisitUpdate]:
         if view == META_VIEW:
             update.watermark_ms, update.drop_before_us = int(row["aux"]), int(row["key"])
         elif view == STATE_VIEW:
-            site, _, visitor = str(row["key"]).partition("|")
-            states.append((site, visitor, row["day"], json.loads(row["aux"])))
+            states.extend(zip(row["key"], row["aux"], row["end"], strict=True))
         elif view == FLAG_VIEW:
             flags.append((int(row["gen"]), row["key"], row["day"]))
         else:

@@ -29,12 +29,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from stores.redis.keys import REALTIME_PREFIX
 from stores.redis.teardown import unlink_matching
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 PREFIX = "lambda:vs:"
 ENDS = f"{PREFIX}#ends"
@@ -45,6 +48,13 @@ FIELDS = ("s_ts", "s_id", "e_ts", "e_id", "first", "last", "n", "tainted", "p_lo
 
 def state_key(site: str, visitor: str, day: str) -> str:
     return f"{PREFIX}{day}|{site}|{visitor}"
+
+
+def state_key_column(site: Column, visitor: Column, day: Column) -> Column:
+    """:func:`state_key` as a Spark column (the speed layer names the keys it writes in Spark)."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit(PREFIX), day, F.lit("|"), site, F.lit("|"), visitor)
 
 
 def flags_key(gen: int) -> str:
@@ -58,6 +68,8 @@ def flag_member(site: str, day: str) -> str:
     return f"{site}|{day}"
 
 
+CHUNK = 1000
+"""Keys per command of a flush."""
 NEVER = -(2**62)
 """A time before every event: no visit has been let go of yet."""
 
@@ -119,15 +131,26 @@ class VisitStateSink:
     _states: dict[str, tuple[str, int]] = field(default_factory=dict)
     _empty: set[str] = field(default_factory=set)
     _flags: dict[int, set[str]] = field(default_factory=dict)
-    _expired: list[bytes] = field(default_factory=list)
+    _expired: list[bytes | str] = field(default_factory=list)
 
     def add_state(self, site: str, visitor: str, day: str, visits: Iterable[dict[str, Any]]) -> None:
         """The visitor-day's visits after this micro-batch (none: it has no open visit left)."""
         kept = [{f: v[f] for f in FIELDS} for v in visits if v["e_ts"] >= self.drop_before_us]
-        key = state_key(site, visitor, day)
-        if kept:
-            self._states[key] = (json.dumps(kept, separators=(",", ":")), max(v["e_ts"] for v in kept))
+        end = max((v["e_ts"] for v in kept), default=NEVER)
+        self.add_text(state_key(site, visitor, day), json.dumps(kept, separators=(",", ":")), end)
+
+    def add_text(self, key: str, text: str, end: int) -> None:
+        """A visitor-day's visits as stored (``key`` by :func:`state_key`, ``text`` the JSON list of
+        its visits, ``end`` the latest end among them), as the speed layer's Spark job writes them.
+
+        A visitor-day whose latest end is past the horizon is deleted. Its other visits that ended
+        before the horizon may stay in the text until the visitor-day is written again or leaves:
+        :func:`load` leaves them out, so they count as gone."""
+        if end >= self.drop_before_us:
+            self._states[key] = (text, end)
+            self._empty.discard(key)
         else:
+            self._states.pop(key, None)
             self._empty.add(key)
 
     def add_flag(self, gen: int, site: str, day: str) -> None:
@@ -141,18 +164,17 @@ class VisitStateSink:
 
     def flush(self, pipe: redis.client.Pipeline) -> int:
         """Queue the writes into ``pipe`` (in MULTI); returns the number of visitor-days written."""
-        gone = [k for k in self._expired if (k.decode() if isinstance(k, bytes) else k) not in self._states]
-        for i in range(0, len(gone), 1000):
-            chunk = gone[i : i + 1000]
-            pipe.delete(*chunk)
-            pipe.zrem(ENDS, *chunk)
-        if self._empty:
-            pipe.delete(*self._empty)
-            pipe.zrem(ENDS, *self._empty)
-        for key, (text, _) in self._states.items():
-            pipe.set(key, text)
-        if self._states:
-            pipe.zadd(ENDS, {key: end for key, (_, end) in self._states.items()})
+        expired = {k.decode() if isinstance(k, bytes) else k for k in self._expired}
+        gone = sorted((expired - self._states.keys()) | self._empty)
+        # Many keys per command: a command costs the client more than the bytes it carries.
+        for i in range(0, len(gone), CHUNK):
+            pipe.delete(*gone[i : i + CHUNK])
+            pipe.zrem(ENDS, *gone[i : i + CHUNK])
+        states = list(self._states.items())
+        for i in range(0, len(states), CHUNK):
+            written = states[i : i + CHUNK]
+            pipe.mset({key: text for key, (text, _) in written})
+            pipe.zadd(ENDS, {key: end for key, (_, end) in written})
         for gen, members in self._flags.items():
             pipe.sadd(flags_key(gen), *sorted(members))
         pipe.hset(META, mapping={"watermark_ms": self.watermark_ms, "dropped_before_us": self.drop_before_us})

@@ -137,6 +137,9 @@ class FakeRedis:
     def set(self, key: str, value: str) -> None:
         self.kv[key] = value
 
+    def mset(self, mapping: dict[str, str]) -> None:
+        self.kv.update(mapping)
+
     def delete(self, *keys: str | bytes) -> int:
         names = [k.decode() if isinstance(k, bytes) else k for k in keys]
         return sum(self.kv.pop(k, None) is not None for k in names)
@@ -281,10 +284,7 @@ class SpeedRun:
                 keyed_events(tagged, batch.job.dimensions, [TAGS, "kafka_partition"], single)
             )
             try:
-                rows = [
-                    r.asDict(recursive=True)
-                    for r in batch._view_rows(tagged, keyed, self.active, single).collect()
-                ]
+                rows = visits.collected(batch._view_rows(tagged, keyed, self.active, single))
             finally:
                 while batch._materialised:
                     batch._materialised.pop().unpersist()
