@@ -166,8 +166,8 @@ def paused_run(platform: Settings, pause_at: str, lease_s: float) -> subprocess.
 def wait_for_lease_expiry(job: BatchJob, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        doc = job.lease.document()
-        expires = utc.as_utc(doc.get("expires_at")) if doc else None
+        record = job.lease.document()
+        expires = record.expires_at if record else None
         if expires is None or expires <= utc.now():
             return
         time.sleep(0.2)
