@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from contract import utc
 from generations import retention
@@ -36,10 +36,8 @@ from stores.mongo.generations import generation_store
 from stores.redis.handshake import hot_copy
 
 if TYPE_CHECKING:
-    import redis
-    from pymongo.database import Database
-
-    from stores.base import GenerationStore, HotCopy
+    from stores.mongo.generations import StoreOrDatabase
+    from stores.redis.handshake import ClientOrHotCopy
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +52,8 @@ class GenerationRegistry:
 
     def __init__(
         self,
-        store: Database[dict[str, Any]] | GenerationStore,
-        hot: redis.Redis | HotCopy,
+        store: StoreOrDatabase,
+        hot: ClientOrHotCopy,
         log_end_offsets: Callable[[], Offsets],
     ) -> None:
         self.store = generation_store(store)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import redis
 
@@ -28,6 +28,9 @@ from stores.redis.sink import RedisRealtimeSink
 
 if TYPE_CHECKING:
     from stores.base import HotCopy
+
+    ClientOrHotCopy: TypeAlias = redis.Redis | HotCopy
+    """What the registry takes: a hot copy, or a Redis client to keep one in."""
 
 Conflict = redis.WatchError
 """A transaction found a watched key changed since it read it (nothing was written): try again."""
@@ -89,7 +92,7 @@ class RedisHotCopy:
         self.client.transaction(attempt, keys.ACTIVE)
 
 
-def hot_copy(store: redis.Redis | HotCopy) -> HotCopy:
+def hot_copy(store: ClientOrHotCopy) -> HotCopy:
     """``store`` itself, or the hot copy on a Redis client (what the jobs pass)."""
     return RedisHotCopy(store) if isinstance(store, redis.Redis) else store
 
