@@ -10,14 +10,13 @@ Errors are never a silent wrong number:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
-from pymongo import AsyncMongoClient
 
 from api import render
 from api.auth import Authenticator, check_binding, mode_note
@@ -41,6 +40,8 @@ from serving_layer import (
 )
 from serving_layer.model import NotReady
 from stores.mongo.api_keys import MongoApiKeyStore
+from stores.mongo.client import connect_async
+from stores.mongo.manifest import MongoManifestReader
 from stores.mongo.reader import MongoBatchReader
 from stores.redis.reader import RedisRealtimeReader, connect
 
@@ -54,13 +55,7 @@ Buckets are UTC hours and days; ranges must be whole hours."""
 
 def build_services(settings: Settings) -> Services:
     metrics = ApiMetrics()
-    timeout_ms = settings.api_mongo_timeout_ms
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
-        settings.mongo_url,
-        serverSelectionTimeoutMS=timeout_ms,
-        connectTimeoutMS=timeout_ms,
-        socketTimeoutMS=int(settings.api_mongo_read_timeout_s * 1000),
-    )
+    mongo = connect_async(settings, read_timeout_s=settings.api_mongo_read_timeout_s)
     batch = MongoBatchReader(
         mongo, settings.mongo_db, settings.api_cache_mb * 1024 * 1024, settings.api_mongo_concurrency
     )
@@ -84,11 +79,22 @@ def build_services(settings: Settings) -> Services:
         ingest=EventIngest(settings),
         kafka=KafkaProbe(settings),
         metrics=metrics,
-        mongo=mongo,
+        manifest=MongoManifestReader(mongo[settings.mongo_db]),
         redis=redis_client,
         auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
         rate=RateLimiter(settings.api_rate_limit),
+        close_stores=_closer(redis_client.aclose, mongo.close),
     )
+
+
+def _closer(*closes: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    """Close these clients, one after the other."""
+
+    async def close() -> None:
+        for c in closes:
+            await c()
+
+    return close
 
 
 def _bytes_of(bound: memo.Bound) -> Callable[[], float]:
@@ -165,8 +171,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             services.ingest.close()
             services.kafka.close()
-            await services.redis.aclose()
-            await services.mongo.close()
+            await services.close_stores()
 
     app = FastAPI(
         title="Lambda analytics API",

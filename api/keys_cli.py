@@ -15,9 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
-
-from pymongo import AsyncMongoClient
 
 from api.credentials import new_key
 from api.keys import normalize_site
@@ -25,6 +22,7 @@ from config.settings import Settings, get_settings
 from contract import utc
 from stores.api_keys import SCOPES
 from stores.mongo.api_keys import MongoApiKeyStore
+from stores.mongo.client import connect_async
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,9 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        settings.mongo_url, serverSelectionTimeoutMS=settings.api_mongo_timeout_ms
-    )
+    client = connect_async(settings)
     store = MongoApiKeyStore(client[settings.mongo_db])
     try:
         if args.action == "add":

@@ -7,7 +7,7 @@ So that the two cannot drift, tests/unit/api/test_render.py checks every rendere
 the rendered JSON validates, the model gives back the same content (no key more or less, the same
 values), and each object's keys come in the model's order, its own fields before the ones it
 inherits (so AnswerMeta's ``partial``, ``missing`` and ``covers`` close every answer). The
-schemathesis run (tests/integration/test_api_schema.py) checks live answers against the document.
+schemathesis run (tests/integration/api/test_api_schema.py) checks live answers against the document.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ Built once per process in :mod:`api.app`'s lifespan and kept on ``app.state``; t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pymongo import AsyncMongoClient
 from redis.asyncio import Redis
 
 from api.auth import Authenticator
@@ -18,6 +18,7 @@ from api.metrics import ApiMetrics
 from api.ratelimit import RateLimiter
 from config.settings import Settings
 from serving_layer import QueryEngine
+from stores.base import ManifestReader
 
 
 @dataclass
@@ -29,7 +30,11 @@ class Services:
     ingest: EventIngest
     kafka: KafkaProbe
     metrics: ApiMetrics
-    mongo: AsyncMongoClient[dict[str, object]]
+    manifest: ManifestReader
+    """The master dataset's manifest, for the status."""
     redis: Redis
+    """The realtime reader's client, for the status' reads beside the engine's snapshot."""
     auth: Authenticator
     rate: RateLimiter
+    close_stores: Callable[[], Awaitable[None]]
+    """Close the stores' clients (at the end of the app's lifespan)."""

@@ -12,11 +12,11 @@ from typing import Any
 from api.auth import mode_note
 from api.kafka import KafkaUnavailable, LogOffsets
 from api.services import Services
-from batch_layer.segment import invalid_reasons_total
+from batch_layer.segment import invalid_reasons_total, segments_end
 from config.settings import Settings
 from contract import utc
 from serving_layer import NothingServed, ServingError, ServingState
-from stores.mongo.manifest import MANIFEST
+from stores.redis import status as redis_status
 
 
 def _as_time(value: object) -> datetime | None:
@@ -46,52 +46,38 @@ class Manifest:
 
 
 async def read_manifest(services: Services) -> Manifest:
-    segments = services.mongo[services.settings.mongo_db][MANIFEST]
-    reasons: list[Any] = []
-    absorbed: dict[int, int] = {}
-    gaps: list[dict[str, Any]] = []
-    async for doc in segments.find({}, {"invalid_reasons": 1, "ranges": 1, "gap": 1, "committed_at": 1}):
-        reasons.append(doc.get("invalid_reasons"))
-        ranges = doc.get("ranges")
-        if isinstance(ranges, dict):
-            for p, (_, end) in ranges.items():
-                absorbed[int(p)] = max(absorbed.get(int(p), 0), int(end))
-        gap = doc.get("gap")
-        if isinstance(gap, dict) and isinstance(ranges, dict):
-            gaps.append(
-                {
-                    "offsets": {str(p): list(r) for p, r in ranges.items()},
-                    "accepted_by": gap.get("accepted_by"),
-                    "accepted_at": _as_time(doc.get("committed_at")),
-                    "records_survive_from": gap.get("records_survive_from") or {},
-                }
-            )
-    return Manifest(invalid_reasons_total(reasons), absorbed, gaps)
+    segments = await services.manifest.segments()
+    gaps = [
+        {
+            "offsets": {str(p): list(r) for p, r in s.ranges.items()},
+            "accepted_by": s.gap.get("accepted_by"),
+            "accepted_at": _as_time(s.committed_at),
+            "records_survive_from": s.gap.get("records_survive_from") or {},
+        }
+        for s in segments
+        if isinstance(s.gap, dict)
+    ]
+    return Manifest(invalid_reasons_total(s.invalid_reasons for s in segments), segments_end(segments), gaps)
 
 
 async def repair_generation_pointer(services: Services) -> bool:
     """Whether Redis' served pointer was behind MongoDB's (a run died between the two writes of
     a switch) and was brought forward: the registry's repair, in a thread (it is synchronous)."""
-    from stores.redis import keys
-
-    pointer = await services.mongo[services.settings.mongo_db]["registry"].find_one({"_id": "served"})
-    if pointer is None:
+    served = await services.engine.batch.served_generation()
+    if served is None:
         return False
-    if keys.decode_served(await services.redis.get(keys.SERVED)).gen >= int(str(pointer["gen"])):
+    if await redis_status.served_gen(services.redis) >= served.gen:
         return False
     return await asyncio.to_thread(_repair, services.settings)
 
 
 def _repair(settings: Settings) -> bool:
-    import redis
-    from pymongo import MongoClient
-
     from generations.registry import GenerationRegistry
+    from stores.mongo import client as mongo_client
+    from stores.redis import client as redis_client
 
-    mongo: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongo_url, serverSelectionTimeoutMS=settings.api_mongo_timeout_ms
-    )
-    r = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.api_redis_timeout_ms / 1000)
+    mongo = mongo_client.connect(settings, timeout_ms=settings.api_mongo_timeout_ms)
+    r = redis_client.connect(settings, timeout_s=settings.api_redis_timeout_ms / 1000)
     try:
         return GenerationRegistry(mongo[settings.mongo_db], r, dict).repair_hot_copy()
     finally:
@@ -100,15 +86,9 @@ def _repair(settings: Settings) -> bool:
 
 
 async def redis_memory(services: Services) -> dict[str, Any]:
-    """Redis' used memory against its maxmemory (0 there: no limit). Realtime views live as long as
-    their generation does, so a batch layer that stops publishing shows here first."""
-    info = await services.redis.info("memory")
-    used, limit = int(info["used_memory"]), int(info.get("maxmemory", 0)) or None
-    return {
-        "used_memory_bytes": used,
-        "maxmemory_bytes": limit,
-        "used_share": None if limit is None else round(used / limit, 4),
-    }
+    """Redis' used memory against its maxmemory (None there: no limit). Realtime views live as long
+    as their generation does, so a batch layer that stops publishing shows here first."""
+    return await redis_status.memory(services.redis)
 
 
 def _speed_dead_letters(stats: dict[str, object] | None) -> dict[str, int] | None:

@@ -26,7 +26,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import redis
 from confluent_kafka import KafkaException
 
 from batch_layer import faults, log_retention
@@ -45,8 +44,10 @@ from stack.waiting import wait_for_services
 from stores.base import BatchViewWriter
 from stores.mongo.client import connect
 from stores.mongo.codec import collection_name
+from stores.mongo.lease import MongoLeaseStore
 from stores.mongo.manifest import MongoManifest
 from stores.mongo.writer import MongoBatchWriter
+from stores.redis import client as redis_client
 from stores.redis.teardown import drop_generations, realtime_generations
 from views import all_views, compute, describe, fingerprint, input_columns
 
@@ -128,9 +129,9 @@ class BatchJob:
         self.spark = spark or spark_session(settings, "lambda-batch")
         self.mongo = connect(settings)
         self.db = self.mongo[settings.mongo_db]
-        self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
+        self.redis = redis_client.connect(settings)
         self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
-        self.lease = BatchLease(self.db["registry"], settings.batch_lease_s)
+        self.lease = BatchLease(MongoLeaseStore(self.db), settings.batch_lease_s)
         self.master = MasterDataset(settings, MongoManifest(self.db))
         self.store: BatchViewWriter = MongoBatchWriter(self.db, settings.mongo_url)
 

@@ -45,7 +45,7 @@ from config.settings import Settings, get_settings
 from ingest.topics import delete_topics, ensure_topics, log_end_offsets
 from stack import control
 from stack.services import Kafka
-from tests.integration.test_speed_layer import SpeedProcess
+from tests.integration.speed_layer.test_speed_layer import SpeedProcess
 
 SAMPLE_EVERY_S = 5.0
 FAULTS_UNTIL = 0.6

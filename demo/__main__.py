@@ -21,8 +21,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-import redis
-from pymongo import AsyncMongoClient
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from api.auth import mode_note
@@ -30,7 +28,9 @@ from api.credentials import new_key
 from config.settings import Settings, get_settings
 from ingest.topics import log_end_offsets
 from stores.mongo.api_keys import MongoApiKeyStore
-from stores.redis import keys
+from stores.mongo.client import connect_async
+from stores.redis import client as redis_client
+from stores.redis.handshake import speed_commit
 
 HEADERS: dict[str, str] = {}
 """The demo's key, when the API requires one."""
@@ -55,7 +55,7 @@ def _api_ready(base: str) -> bool:
 
 
 async def _make_key(settings: Settings) -> str:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(settings.mongo_url)
+    client = connect_async(settings)
     try:
         key, record = new_key("demo", {"read", "admin"}, None)
         await MongoApiKeyStore(client[settings.mongo_db]).insert(record)
@@ -135,14 +135,12 @@ def main() -> int:
     settings = get_settings()
     base = f"http://{settings.api_host}:{settings.api_port}"
     _guard(settings)
-    r = redis.Redis.from_url(settings.redis_url)
+    r = redis_client.connect(settings)
     ends = log_end_offsets(settings)
     _wait("the API", lambda: _api_ready(base))
     _wait(
         "the speed layer to catch up",
-        lambda: all(
-            keys.decode_commit(r.get(keys.SPEED_COMMIT)).offsets.get(p, 0) >= o for p, o in ends.items()
-        ),
+        lambda: all(speed_commit(r).offsets.get(p, 0) >= o for p, o in ends.items()),
     )
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     day_ago, two_days_ago = (now - timedelta(hours=24)).isoformat(), (now - timedelta(days=2)).isoformat()

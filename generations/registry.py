@@ -10,6 +10,10 @@ Where state lives:
 - Redis holds the hot copy the speed layer and the API read on every micro-batch and query: the
   active generations with their cuts, and the served generation number.
 
+This module keeps the protocol; the stores keep the commands: the durable half is a
+stores.base.GenerationStore (stores.mongo.generations), the hot copy a stores.base.HotCopy
+(stores.redis.handshake).
+
 Opening a generation must not race with the speed layer. The speed layer commits each micro-batch
 with its end offsets under ``WATCH`` of the active-generation key; opening reads those committed
 offsets under ``WATCH`` of the commit record and takes a cut at or after them. Whichever of the two
@@ -22,28 +26,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-import redis
+from typing import TYPE_CHECKING
 
 from contract import utc
 from generations import retention
-from generations.model import Generation, GenerationError, Offsets
+from generations.model import Generation, GenerationError, Offsets, Served
 from generations.state import IN_PROGRESS, GenerationState
 from stores.mongo.generations import generation_store
-from stores.redis import keys
+from stores.redis.handshake import hot_copy
 
 if TYPE_CHECKING:
-    from pymongo.database import Database
-
-    from stores.base import GenerationStore
+    from stores.mongo.generations import StoreOrDatabase
+    from stores.redis.handshake import ClientOrHotCopy
 
 log = logging.getLogger(__name__)
 
 
 class GenerationRegistry:
     """Durable registry (a stores.base.GenerationStore: MongoDB's, given its database) with its hot
-    copy in Redis.
+    copy (a stores.base.HotCopy: Redis', given its client).
 
     One batch run at a time writes it (batch_layer.lease): the changes of a generation's state that
     a run paused past its lease could race with (publish, fail) are conditional on the state it
@@ -51,12 +52,12 @@ class GenerationRegistry:
 
     def __init__(
         self,
-        store: Database[dict[str, Any]] | GenerationStore,
-        redis_client: redis.Redis,
+        store: StoreOrDatabase,
+        hot: ClientOrHotCopy,
         log_end_offsets: Callable[[], Offsets],
     ) -> None:
         self.store = generation_store(store)
-        self.redis = redis_client
+        self.hot = hot_copy(hot)
         self._log_end_offsets = log_end_offsets
 
     # --- reading -----------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ class GenerationRegistry:
 
     def active_cuts(self) -> dict[int, Offsets]:
         """The generations the speed layer counts for, from the hot copy."""
-        return keys.decode_active(self.redis.get(keys.ACTIVE))
+        return self.hot.active()
 
     # --- the life of a generation ------------------------------------------------------------------
     def open(self, kind: str) -> Generation:
@@ -92,27 +93,17 @@ class GenerationRegistry:
         return gen
 
     def _register_cut(self, gen: int) -> Offsets:
-        cut: Offsets = {}
+        """The cut of ``gen``: at or after both the log's end and every offset the speed layer has
+        committed, registered in the hot copy in the transaction that read those commits (tried
+        again, with fresh offsets, if the speed layer commits meanwhile)."""
 
-        def attempt(pipe: redis.client.Pipeline) -> None:
-            committed = keys.decode_commit(pipe.get(keys.SPEED_COMMIT)).offsets
+        def cut_for(committed: Offsets) -> Offsets:
             log_end = self._log_end_offsets()
-            cut.clear()
-            cut.update(
-                {
-                    p: max(log_end.get(p, 0), committed.get(p, 0))
-                    for p in sorted(set(log_end) | set(committed))
-                }
-            )
-            active = keys.decode_active(pipe.get(keys.ACTIVE))
-            active[gen] = dict(cut)
-            pipe.multi()
-            pipe.set(keys.ACTIVE, keys.encode_active(active))
+            return {
+                p: max(log_end.get(p, 0), committed.get(p, 0)) for p in sorted(set(log_end) | set(committed))
+            }
 
-        # redis-py's transaction(): WATCH the keys, run attempt, EXEC; on WatchError (the speed
-        # layer committed meanwhile) it runs attempt again with fresh values.
-        self.redis.transaction(attempt, keys.SPEED_COMMIT, keys.ACTIVE)
-        return cut
+        return self.hot.register_cut(gen, cut_for)
 
     def save(self, gen: Generation) -> None:
         self.store.save(gen)
@@ -180,19 +171,10 @@ class GenerationRegistry:
         building = {
             g.gen: g.cut for g in self.all() if g.state == GenerationState.BUILDING and g.gen > served.gen
         }
-        with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(keys.ACTIVE, keys.encode_active({served.gen: served.cut, **building}))
-            pipe.set(keys.SERVED, keys.encode_served(keys.Served(served.gen, served.cut)))
-            pipe.execute()
+        self.hot.write({served.gen: served.cut, **building}, Served(served.gen, served.cut))
 
     def _drop_from_active(self, gen: int) -> None:
-        def attempt(pipe: redis.client.Pipeline) -> None:
-            active = keys.decode_active(pipe.get(keys.ACTIVE))
-            active.pop(gen, None)
-            pipe.multi()
-            pipe.set(keys.ACTIVE, keys.encode_active(active))
-
-        self.redis.transaction(attempt, keys.ACTIVE)
+        self.hot.drop_active(gen)
 
     def ensure_hot_copy(self) -> dict[int, Offsets]:
         """The active generations, restoring Redis' copy first if Redis lost it.
@@ -205,13 +187,7 @@ class GenerationRegistry:
         if self.served() is not None:
             return self.active_cuts()
 
-        def attempt(pipe: redis.client.Pipeline) -> None:
-            if pipe.get(keys.ACTIVE) is None:
-                pipe.multi()
-                pipe.set(keys.ACTIVE, keys.encode_active({0: {}}))
-                pipe.set(keys.SERVED, keys.encode_served(keys.Served(0, {})))
-
-        self.redis.transaction(attempt, keys.ACTIVE)
+        self.hot.write_if_absent({0: {}}, Served(0, {}))
         return self.active_cuts()
 
     def repair_hot_copy(self) -> bool:
@@ -224,8 +200,8 @@ class GenerationRegistry:
         served = self.served()
         if served is None:
             return False
-        hot = keys.decode_served(self.redis.get(keys.SERVED))
-        active = keys.decode_active(self.redis.get(keys.ACTIVE))
+        hot = self.hot.served()
+        active = self.hot.active()
         if hot.gen == served.gen and served.gen in active:
             return False
         log.warning(

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -24,17 +23,16 @@ JOB = "speed"
 
 
 def status(settings: Settings) -> None:
-    import redis
-
     from speed_layer.progress import stats_line
-    from stores.redis import keys
+    from stores.redis.client import connect
+    from stores.redis.handshake import speed_commit, speed_stats
 
     pid = jobs.running_pid(settings, JOB)
     print(f"background job: {'running, pid ' + str(pid) if pid else 'not running'}")
-    r = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+    r = connect(settings, timeout_s=5)
     try:
-        commit = keys.decode_commit(r.get(keys.SPEED_COMMIT))
-        stats = json.loads(r.get(keys.SPEED_STATS) or "{}")
+        commit = speed_commit(r)
+        stats = speed_stats(r)
     finally:
         r.close()
     print(f"committed batch {commit.batch_id}, offsets {commit.offsets}")

@@ -14,19 +14,19 @@ views from the log.
 
 The view rows for a set of active generations come from a function the caller passes (the job
 computes them with Spark), so the protocol holds no Spark code and is tested with plain rows
-(tests/integration/test_speed_commit.py).
+(tests/integration/speed_layer/test_speed_commit.py). This module keeps the protocol (what is
+committed, for which generations, when); the transaction's Redis commands are
+stores.redis.handshake's.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import redis
 from tenacity import (
     RetryCallState,
     RetryError,
@@ -36,12 +36,11 @@ from tenacity import (
     wait_fixed,
 )
 
-from generations.model import Offsets
+from generations.model import Offsets, SpeedCommit
 from generations.registry import GenerationRegistry
 from speed_layer import visits
 from speed_layer.progress import BatchReport, stats_record
-from stores.redis import keys
-from stores.redis.sink import RedisRealtimeSink
+from stores.redis.handshake import Conflict, RedisSpeedCommits, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ class RealtimeStateLost(RuntimeError):
     """Redis no longer holds the commits the checkpoint says were made: rebuild the views."""
 
 
-def already_committed(commit: keys.SpeedCommit, batch_id: int, prev_offsets: Offsets | None) -> bool:
+def already_committed(commit: SpeedCommit, batch_id: int, prev_offsets: Offsets | None) -> bool:
     """Whether ``batch_id`` is in Redis already (a replay after a crash: skip it).
 
     Raises :class:`RealtimeStateLost` when Redis' commit is not the batch right before this one:
@@ -81,18 +80,18 @@ def already_committed(commit: keys.SpeedCommit, batch_id: int, prev_offsets: Off
 class Committer:
     """Commits micro-batches for the generations active at the moment of the commit.
 
-    ``view_marks`` are the views (name@fingerprint) the job counts with; ``lag`` gives the latest
-    records-behind per partition for the stats record.
+    ``commits`` are the store's transactions; ``view_marks`` are the views (name@fingerprint) the
+    job counts with; ``lag`` gives the latest records-behind per partition for the stats record.
     """
 
     def __init__(
         self,
-        client: redis.Redis,
+        commits: RedisSpeedCommits,
         registry: GenerationRegistry,
         view_marks: list[str],
         lag: Callable[[], dict[int, int]],
     ) -> None:
-        self.redis = client
+        self.commits = commits
         self.registry = registry
         self.view_marks = view_marks
         self.lag = lag
@@ -118,70 +117,64 @@ class Committer:
             return self._commit_once(pending)
 
         def recomputing(state: RetryCallState) -> None:
-            if state.outcome is not None and isinstance(state.outcome.exception(), redis.WatchError):
+            if state.outcome is not None and isinstance(state.outcome.exception(), Conflict):
                 log.info("batch %d: the active generations changed during the batch; recomputing", batch_id)
 
-        # Each attempt waits through a Redis outage of its own (a WatchError means Redis answered).
+        # Each attempt waits through a Redis outage of its own (a Conflict means Redis answered).
         result: tuple[int, list[int]] = Retrying(
-            retry=retry_if_exception_type((redis.WatchError, _NoActiveGeneration)), before_sleep=recomputing
+            retry=retry_if_exception_type((Conflict, _NoActiveGeneration)), before_sleep=recomputing
         )(redis_call, attempt)
         return result
 
     def _commit_once(self, pending: _PendingCommit) -> tuple[int, list[int]]:
-        """One WATCH/MULTI/EXEC attempt of :meth:`commit`; raises WatchError when the registry
+        """One WATCH/MULTI/EXEC attempt of :meth:`commit`; raises Conflict when the registry
         changed under it, :class:`_NoActiveGeneration` after creating the first generation."""
         batch_id, prev_offsets, report = pending.batch_id, pending.prev_offsets, pending.report
-        with self.redis.pipeline(transaction=True) as pipe:
-            pipe.watch(keys.ACTIVE, keys.SPEED_COMMIT)  # type: ignore[no-untyped-call]
+        with self.commits.transaction() as txn:
             # Checked again under WATCH: Redis may have been flushed since the first look.
-            if already_committed(keys.decode_commit(pipe.get(keys.SPEED_COMMIT)), batch_id, prev_offsets):
+            if already_committed(txn.speed_commit(), batch_id, prev_offsets):
                 return 0, []
-            active = keys.decode_active(pipe.get(keys.ACTIVE))
+            active = txn.active()
             if not active:
-                pipe.unwatch()
+                txn.unwatch()
                 self.registry.ensure_hot_copy()
                 raise _NoActiveGeneration
             if active != pending.computed_for:
                 pending.rows = pending.rows_for(active)
                 pending.computed_for = active
             t0 = time.monotonic()
-            sink = RedisRealtimeSink(self.redis)
+            sink = self.commits.sink()
             view_rows, update = visits.split(pending.rows)
             for row in view_rows:
                 sink.add(row["gen"], row["view"], row)
             sink.prepare()
-            state = update.sink(self.redis)
+            state = update.sink(self.commits.client)
             if state is not None:
                 state.prepare()
-            previous = json.loads(pipe.get(keys.SPEED_STATS) or "{}")
-            counted = {g: self._counted_views(pipe, g) for g in active}
-            pipe.multi()
-            written = sink.flush(pipe)
+            previous = txn.speed_stats()
+            counted = {g: self._counted_views(txn.counted_views(g)) for g in active}
+            txn.multi()
+            written = sink.flush(txn.pipeline)
             if state is not None:
-                state.flush(pipe)
+                state.flush(txn.pipeline)
             for g, marks in counted.items():
-                self._record_views(pipe, g, marks)
-            pipe.set(keys.SPEED_COMMIT, keys.encode_commit(keys.SpeedCommit(batch_id, pending.end_offsets)))
-            pipe.set(keys.SPEED_STATS, stats_record(report, previous, self.lag(), sorted(active)))
-            pipe.execute()
+                txn.record_views(g, marks)
+            txn.record_commit(
+                SpeedCommit(batch_id, pending.end_offsets),
+                stats_record(report, previous, self.lag(), sorted(active)),
+            )
+            txn.execute()
             report.phases["commit"] = time.monotonic() - t0
             return written, sorted(active)
 
-    def _counted_views(self, pipe: redis.client.Pipeline, gen: int) -> list[str]:
-        """The views realtime ``gen`` will have been counted with after this batch: this job's own
-        if the generation is new to the realtime views, else those it had that this job counts too
-        (a view missing from one micro-batch is missing for the rest of the generation)."""
-        raw: Any = pipe.smembers(keys.realtime_views_key(gen))
-        stored = {m.decode() if isinstance(m, bytes) else str(m) for m in raw}
-        if not stored:
+    def _counted_views(self, stored: set[str] | None) -> list[str]:
+        """The views a realtime generation will have been counted with after this batch, given
+        those it has been (``stored``): this job's own if the generation is new to the realtime
+        views, else those it had that this job counts too (a view missing from one micro-batch is
+        missing for the rest of the generation)."""
+        if stored is None:
             return self.view_marks
-        return sorted((stored & set(self.view_marks)) | {keys.VIEWS_SENTINEL})
-
-    def _record_views(self, pipe: redis.client.Pipeline, gen: int, marks: list[str]) -> None:
-        key = keys.realtime_views_key(gen)
-        pipe.delete(key)
-        pipe.sadd(key, keys.VIEWS_SENTINEL, *marks)
-        pipe.sadd(keys.REALTIME_GENS, gen)  # so that the generation's teardown finds this key too
+        return sorted(stored & set(self.view_marks))
 
 
 def redis_call(fn: Callable[[], T]) -> T:
@@ -190,7 +183,7 @@ def redis_call(fn: Callable[[], T]) -> T:
     own, so an outage is never charged with the time of an earlier one."""
     try:
         return Retrying(
-            retry=retry_if_exception_type(redis.ConnectionError),
+            retry=retry_if_exception_type(Unreachable),
             stop=stop_after_delay(REDIS_RETRY_S),
             wait=wait_fixed(REDIS_RETRY_WAIT_S),
             before_sleep=_log_redis_unreachable,

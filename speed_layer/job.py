@@ -34,9 +34,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import redis
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
-from pymongo import MongoClient
 
 from config.settings import Settings
 from config.spark import hadoop_path, spark_session
@@ -51,7 +49,10 @@ from speed_layer.progress import BatchReport, lag_of
 from speed_layer.stream import start_query, starting_offsets
 from speed_layer.visit_seed import seed
 from speed_layer.visits import dimensions_mark
+from stores.mongo import client as mongo_client
+from stores.redis import client as redis_client
 from stores.redis import keys, visit_state
+from stores.redis.handshake import RedisSpeedCommits, speed_commit
 from views import Dimension, all_views, fingerprint, input_columns, sessions
 
 if TYPE_CHECKING:
@@ -69,10 +70,8 @@ class SpeedJob:
     def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
         self.settings = settings
         self.spark = spark or spark_session(settings, "lambda-speed")
-        self.mongo: MongoClient[dict[str, Any]] = MongoClient(
-            settings.mongo_url, serverSelectionTimeoutMS=5000
-        )
-        self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
+        self.mongo = mongo_client.connect(settings)
+        self.redis = redis_client.connect(settings)
         self.registry = GenerationRegistry(
             self.mongo[settings.mongo_db], self.redis, lambda: log_end_offsets(settings)
         )
@@ -88,7 +87,9 @@ class SpeedJob:
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
-        self.committer = Committer(self.redis, self.registry, self.view_marks, lambda: self._lag)
+        self.committer = Committer(
+            RedisSpeedCommits(self.redis), self.registry, self.view_marks, lambda: self._lag
+        )
 
     def close(self) -> None:
         self.dlq.flush()
@@ -158,7 +159,7 @@ class SpeedJob:
         report = BatchReport(batch_id)
         end_offsets = self._batch_offsets(batch_id)
         prev_offsets = self._batch_offsets(batch_id - 1) if batch_id > 0 else None
-        stored = keys.decode_commit(redis_call(lambda: self.redis.get(keys.SPEED_COMMIT)))
+        stored = redis_call(lambda: speed_commit(self.redis))
         if already_committed(stored, batch_id, prev_offsets):
             report.skipped = True
             log.info("batch %d was committed before a restart: skipped", batch_id)
@@ -168,7 +169,7 @@ class SpeedJob:
         batch = MicroBatch(self, df, starts, end_offsets, report)
         # The micro-batch's one Spark job, for the generations active now (the commit computes the
         # rows again only if that set changes before it): its dead letters go out here.
-        active = keys.decode_active(redis_call(lambda: self.redis.get(keys.ACTIVE)))
+        active = redis_call(self.registry.active_cuts)
         if active:
             batch.rows_for(active)
         report.keys_written, report.generations = self._commit(batch, batch_id, prev_offsets, end_offsets)

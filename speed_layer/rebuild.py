@@ -17,7 +17,8 @@ from config.spark import hadoop_path
 
 if TYPE_CHECKING:
     from speed_layer.job import SpeedJob
-from stores.redis import keys, visit_state
+from stores.redis import visit_state
+from stores.redis.handshake import forget_speed_commits
 from stores.redis.teardown import drop_generations, realtime_generations
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def reset(job: SpeedJob) -> None:
     active = job.registry.ensure_hot_copy()
     stale = realtime_generations(job.redis) | set(active)
     dropped = drop_generations(job.redis, stale)
-    job.redis.delete(keys.SPEED_COMMIT, keys.SPEED_STATS)
+    forget_speed_commits(job.redis)
     _delete_checkpoint(job)
     log.info(
         "rebuilding realtime views of generations %s (dropped %d stale keys of %s)",

@@ -1,8 +1,12 @@
 """The interfaces of the stores, each with its write half and its read half; one package per backend.
 
 - The generation registry (MongoDB: ``stores.mongo.generations``): :class:`GenerationStore`, the
-  durable record of every generation and the served pointer;
-  :class:`ManifestStore` (``stores.mongo.manifest``), the master dataset's committed segments.
+  durable record of every generation and the served pointer; its hot copy (Redis:
+  ``stores.redis.handshake``): :class:`HotCopy`, the active generations with their cuts, the served
+  pointer and the transaction that opens a generation against the speed layer's commit;
+  :class:`ManifestStore` (``stores.mongo.manifest``), the master dataset's committed segments, and
+  :class:`ManifestReader`, the status's read of them;
+  :class:`LeaseStore` (``stores.mongo.lease``), the batch run's single-writer lease.
 - Batch views (MongoDB: ``stores.mongo``): :class:`BatchViewWriter`, the batch layer's write,
   rankings, read-back and garbage collection of a generation's documents; :class:`BatchReader`,
   the serving layer's reads of published generations and their documents.
@@ -22,7 +26,7 @@ are synchronous.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from batch_layer.segment import Segment
-    from generations.model import Generation
+    from generations.model import Generation, Offsets, Served
     from generations.state import GenerationState
     from serving_layer.model import HashRead, RankRead, RealtimeSnapshot
 
@@ -213,6 +217,38 @@ class GenerationStore(Protocol):
         ...
 
 
+class HotCopy(Protocol):
+    """The generation registry's hot copy (generations.registry keeps the protocol: which
+    generation, which cut, when): what the speed layer and the API read on every micro-batch and
+    query. Every write here is atomic; :meth:`register_cut` is the opening handshake."""
+
+    def active(self) -> dict[int, Offsets]:
+        """The generations the speed layer counts for, with their cuts ({} when none is kept)."""
+        ...
+
+    def served(self) -> Served:
+        """The served generation as the hot copy has it (``Served()`` when it has none)."""
+        ...
+
+    def register_cut(self, gen: int, cut_for: Callable[[Offsets], Offsets]) -> Offsets:
+        """Add ``gen`` to the active generations with the cut ``cut_for(committed)`` computes from
+        the speed layer's committed end offsets, in one transaction that fails and is tried again
+        (``cut_for`` called again with fresh offsets) if the speed layer commits meanwhile."""
+        ...
+
+    def write(self, active: dict[int, Offsets], served: Served) -> None:
+        """Replace the active generations and the served pointer, both in one transaction."""
+        ...
+
+    def write_if_absent(self, active: dict[int, Offsets], served: Served) -> None:
+        """:meth:`write`, only if no active generations are kept (one transaction)."""
+        ...
+
+    def drop_active(self, gen: int) -> None:
+        """Remove ``gen`` from the active generations (one transaction)."""
+        ...
+
+
 class ManifestStore(Protocol):
     """The master dataset's manifest: the segments committed so far (batch_layer.master)."""
 
@@ -222,6 +258,49 @@ class ManifestStore(Protocol):
 
     def commit(self, segment: Segment) -> None:
         """Make a written segment part of the master dataset, atomically."""
+        ...
+
+
+class ManifestReader(Protocol):
+    """The API's read of the manifest (its status: dead letters, what is absorbed, gaps)."""
+
+    async def segments(self) -> list[Segment]:
+        """Every committed segment, by generation and id."""
+        ...
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The batch run's lease as stored (batch_layer.lease keeps the protocol)."""
+
+    token: str | None
+    fence: int
+    owner: str | None
+    since: datetime | None
+    expires_at: datetime | None
+    """None: never set (taken as released)."""
+
+
+class StoreUnavailable(RuntimeError):
+    """A store could not be reached for now: the caller may try again later."""
+
+
+class LeaseStore(Protocol):
+    """The batch run's lease: one record, every write a single atomic conditional write."""
+
+    def read(self) -> LeaseRecord | None: ...
+
+    def create(self, record: LeaseRecord) -> bool:
+        """Store ``record`` if there is no lease record yet; False if there is one."""
+        ...
+
+    def replace(self, token: str | None, record: LeaseRecord) -> bool:
+        """Replace the record only if it still carries ``token``; whether it did."""
+        ...
+
+    def extend(self, token: str, expires_at: datetime) -> bool:
+        """Set the expiry of the record carrying ``token``; False if none does. Raises
+        :class:`StoreUnavailable` when the store cannot be reached."""
         ...
 
 

@@ -1,18 +1,22 @@
-"""Every store interface in memory, both halves (stores.base): fast unit tests of the engine, a
+"""The store interfaces in memory, both halves (stores.base): fast unit tests of the engine, a
 backend of the suite every backend passes, and the reference for a new backend.
 
 The batch store keeps the engine's documents (stores.base.BatchDoc) per (view, holder generation,
 key, day) and the rankings per (view, holder, day). The realtime store keeps the realtime views'
 shape (per generation, view, key and day a hash of ``pv``/``pv:HH``/``sk``/``sk:HH``; per
 generation, view and day a ranking); its sink flushes into a :class:`MemoryTransaction`, applied
-whole or not at all, as the speed layer's commit applies a Redis transaction.
+whole or not at all, as the speed layer's commit applies a Redis transaction. The batch run's
+lease has its twin too (:class:`MemoryLeaseStore`); the generation registry, its hot copy and the
+manifest have none: their protocol is tested on the real stores (tests/integration/generations/).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from generations.model import Generation
@@ -31,6 +35,8 @@ from stores.base import (
     BatchDoc,
     DocRef,
     Entry,
+    LeaseRecord,
+    StoreUnavailable,
     WrittenViews,
     ranking_score,
     realtime_write,
@@ -280,3 +286,41 @@ class MemoryRealtimeStore:
 
     def sink(self) -> MemoryRealtimeSink:
         return MemoryRealtimeSink(self)
+
+
+@dataclass
+class MemoryLeaseStore:
+    """The batch run's lease in memory (stores.base.LeaseStore): each write atomic under a lock,
+    as each is one single-document write on MongoDB. ``down`` makes :meth:`extend` fail as a
+    store that cannot be reached."""
+
+    record: LeaseRecord | None = None
+    down: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def read(self) -> LeaseRecord | None:
+        with self._lock:
+            return self.record
+
+    def create(self, record: LeaseRecord) -> bool:
+        with self._lock:
+            if self.record is not None:
+                return False
+            self.record = record
+            return True
+
+    def replace(self, token: str | None, record: LeaseRecord) -> bool:
+        with self._lock:
+            if self.record is None or self.record.token != token:
+                return False
+            self.record = record
+            return True
+
+    def extend(self, token: str, expires_at: datetime) -> bool:
+        with self._lock:
+            if self.down:
+                raise StoreUnavailable("memory lease store is down")
+            if self.record is None or self.record.token != token:
+                return False
+            self.record = replace(self.record, expires_at=expires_at)
+            return True

@@ -14,7 +14,7 @@ Batch runs are scheduled every ``batch_every_s`` seconds, as ``make batch-loop``
 faults are done the traffic stops, one last scheduled batch run and the speed layer catch up, and
 the served generation's batch views plus its realtime views are compared with the oracle's recount.
 
-The short version runs in the test suite (tests/integration/test_chaos.py); ``make soak`` runs a
+The short version runs in the test suite (tests/integration/stack/test_chaos.py); ``make soak`` runs a
 longer one with ``python -m tests.chaos``.
 """
 
@@ -253,7 +253,7 @@ def stop_speed(settings: Settings) -> None:
 def main() -> int:
     """``make soak``: the long chaos run on the developer's stack, in a platform of its own."""
     from tests.integration.conftest import assert_merged_matches, isolated_platform
-    from tests.integration.test_speed_layer import wait_caught_up
+    from tests.integration.speed_layer.test_speed_layer import wait_caught_up
 
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--faults", type=int, default=60)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pymongo.database import Database
 
@@ -20,6 +20,9 @@ from generations.state import GenerationState
 
 if TYPE_CHECKING:
     from stores.base import GenerationStore
+
+    StoreOrDatabase: TypeAlias = Database[dict[str, Any]] | GenerationStore
+    """What the registry takes: a generation store, or a MongoDB database to keep one in."""
 
 GENERATIONS = "generations"
 """The collection of the generations' documents, ``_id`` the generation number."""
@@ -111,6 +114,6 @@ class MongoGenerationStore:
         self.pointers.replace_one({"_id": SERVED_ID}, {"_id": SERVED_ID, "gen": gen, "at": at}, upsert=True)
 
 
-def generation_store(store: Database[dict[str, Any]] | GenerationStore) -> GenerationStore:
+def generation_store(store: StoreOrDatabase) -> GenerationStore:
     """``store`` itself, or the registry on a MongoDB database (what the jobs pass)."""
     return MongoGenerationStore(store) if isinstance(store, Database) else store

@@ -7,11 +7,15 @@ segments listed here (batch_layer.master).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 
 from batch_layer.segment import Segment
+
+if TYPE_CHECKING:
+    from stores.base import ManifestReader, ManifestStore
 
 MANIFEST = "master_segments"
 
@@ -62,3 +66,19 @@ class MongoManifest:
 
     def commit(self, segment: Segment) -> None:
         self.collection.insert_one(segment_document(segment))
+
+
+class MongoManifestReader:
+    """The API's read of the manifest (stores.base.ManifestReader), on its asynchronous client."""
+
+    def __init__(self, db: AsyncDatabase[dict[str, Any]]) -> None:
+        self.collection = db[MANIFEST]
+
+    async def segments(self) -> list[Segment]:
+        found = [segment_of(d) async for d in self.collection.find({})]
+        return sorted(found, key=lambda s: (s.gen, s.segment_id))
+
+
+if TYPE_CHECKING:
+    _store: type[ManifestStore] = MongoManifest
+    _reader: type[ManifestReader] = MongoManifestReader

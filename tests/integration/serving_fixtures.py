@@ -48,7 +48,7 @@ from stores.redis import keys
 from stores.redis.reader import RedisRealtimeReader, connect
 from stores.redis.sink import RedisRealtimeSink
 from tests.integration.conftest import isolated_platform, produce, traffic
-from tests.integration.test_ingest_kafka import consume_all
+from tests.integration.ingest.test_ingest_kafka import consume_all
 from tests.serving_support import GenerationViews, Logged, ServingBackend, generation_views
 
 WIDE = TimeBounds(max_future=timedelta(days=1), max_past=timedelta(days=3650))

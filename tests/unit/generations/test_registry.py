@@ -1,5 +1,5 @@
 """The registry's documents and its lock's liveness check, without services (the registry on
-MongoDB and Redis: tests/integration/test_generations.py)."""
+MongoDB and Redis: tests/integration/generations/test_generations.py)."""
 
 from __future__ import annotations
 

@@ -9,15 +9,26 @@ from stores.base import (
     BatchReader,
     BatchViewWriter,
     GenerationStore,
+    HotCopy,
+    LeaseStore,
+    ManifestReader,
     ManifestStore,
     RealtimeReader,
     RealtimeSink,
 )
-from stores.memory import MemoryBatchStore, MemoryRealtimeSink, MemoryRealtimeStore, MemoryTransaction
+from stores.memory import (
+    MemoryBatchStore,
+    MemoryLeaseStore,
+    MemoryRealtimeSink,
+    MemoryRealtimeStore,
+    MemoryTransaction,
+)
 from stores.mongo.generations import MongoGenerationStore
-from stores.mongo.manifest import MongoManifest
+from stores.mongo.lease import MongoLeaseStore
+from stores.mongo.manifest import MongoManifest, MongoManifestReader
 from stores.mongo.reader import MongoBatchReader
 from stores.mongo.writer import MongoBatchWriter
+from stores.redis.handshake import RedisHotCopy
 from stores.redis.reader import RedisRealtimeReader
 from stores.redis.sink import RedisRealtimeSink
 
@@ -45,3 +56,16 @@ def test_the_memory_twin_implements_both_halves() -> None:
     realtime_reader: RealtimeReader = realtime
     assert isinstance(sink, MemoryRealtimeSink)
     assert (writer, reader, realtime_reader) == (batch, batch, realtime)
+
+
+def _more_mongo_and_redis(
+    leases: MongoLeaseStore, manifest: MongoManifestReader, hot: RedisHotCopy
+) -> tuple[Any, ...]:
+    """Never called: its assignments are the check."""
+    checked: tuple[LeaseStore, ManifestReader, HotCopy] = (leases, manifest, hot)
+    return checked
+
+
+def test_the_memory_lease_store_is_a_lease_store() -> None:
+    store: LeaseStore = MemoryLeaseStore()
+    assert store.read() is None

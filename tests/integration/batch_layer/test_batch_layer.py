@@ -166,8 +166,8 @@ def paused_run(platform: Settings, pause_at: str, lease_s: float) -> subprocess.
 def wait_for_lease_expiry(job: BatchJob, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        doc = job.lease.document()
-        expires = utc.as_utc(doc.get("expires_at")) if doc else None
+        record = job.lease.document()
+        expires = record.expires_at if record else None
         if expires is None or expires <= utc.now():
             return
         time.sleep(0.2)
@@ -388,7 +388,7 @@ def test_records_that_bypassed_ingest_are_dead_lettered_by_the_absorb_not_counte
     from confluent_kafka import Producer
 
     from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
-    from tests.integration.test_ingest_kafka import consume_all
+    from tests.integration.ingest.test_ingest_kafka import consume_all
 
     events = produce(platform, traffic(seed=6, total=2_000, span_hours=5, malformed_fraction=0.0))
     bad = [b"{not json", b'{"event_id":"x1","visitor_id":"v"}', b'{"schema_version":7}']

@@ -33,7 +33,7 @@ from tests.integration.conftest import (
     produce,
     traffic,
 )
-from tests.integration.test_speed_layer import (
+from tests.integration.speed_layer.test_speed_layer import (
     SpeedProcess,
     commit_of,
     live,

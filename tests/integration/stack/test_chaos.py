@@ -16,7 +16,7 @@ from config.settings import Settings
 from stack import control
 from tests import chaos
 from tests.integration.conftest import assert_merged_matches, isolated_platform
-from tests.integration.test_speed_layer import wait_caught_up
+from tests.integration.speed_layer.test_speed_layer import wait_caught_up
 
 FAULTS, SECONDS = 6, 40.0
 """Faults and seconds of traffic: what the suite's time allows (``make soak`` runs long)."""

@@ -25,7 +25,7 @@ import psutil
 from bench.vegeta import installed
 from config.settings import Settings, get_settings
 from tests.conftest import PORT_OFFSET
-from tests.integration.test_api_schema import start_api, stop_api
+from tests.integration.api.test_api_schema import start_api, stop_api
 
 PORT = 18310 + PORT_OFFSET
 MB = 1 << 20

@@ -168,7 +168,7 @@ def test_of_a_publish_and_a_takeover_the_first_wins_and_the_other_changes_nothin
     with pytest.raises(GenerationError, match=f"generation {paused.gen} is no longer building"):
         registry.publish(paused)
     assert registry.served() is None and (registry.get(paused.gen) or paused).state is S.FAILED
-    assert keys.decode_served(registry.redis.get(keys.SERVED)) == keys.Served(0, {})
+    assert registry.hot.served() == keys.Served(0, {})
 
     published = registry.open("incremental")
     registry.publish(published)  # this time the paused run published first

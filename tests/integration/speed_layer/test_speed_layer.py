@@ -218,7 +218,7 @@ def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings
     assert_merged_matches(platform, recount(r.event for r in first_copies(log) if r.event))
     assert commit_of(platform).offsets == log_end_offsets(platform)
 
-    from tests.integration.test_ingest_kafka import consume_all
+    from tests.integration.ingest.test_ingest_kafka import consume_all
 
     rejects = [
         m

@@ -14,9 +14,11 @@ import pytest
 from pymongo import MongoClient
 from pymongo.collection import Collection
 
-from batch_layer.lease import LEASE_ID, BatchLease, LeaseHeld, LeaseLost
+from batch_layer.lease import BatchLease, LeaseHeld, LeaseLost
 from config.settings import Settings
 from contract import utc
+from stores.mongo.generations import POINTERS
+from stores.mongo.lease import LEASE_ID, MongoLeaseStore
 
 
 @pytest.fixture
@@ -24,7 +26,7 @@ def leases(stack: Settings) -> Iterator[Collection[dict[str, Any]]]:
     client: MongoClient[dict[str, Any]] = MongoClient(stack.mongo_url)
     name = f"t_lease_{uuid.uuid4().hex[:10]}"
     try:
-        yield client[name]["registry"]
+        yield client[name][POINTERS]
     finally:
         client.drop_database(name)
         client.close()
@@ -33,7 +35,7 @@ def leases(stack: Settings) -> Iterator[Collection[dict[str, Any]]]:
 def test_one_run_holds_the_lease_and_each_acquisition_gets_a_higher_fence(
     leases: Collection[dict[str, Any]],
 ) -> None:
-    lease = BatchLease(leases, duration_s=60)
+    lease = BatchLease(MongoLeaseStore(leases.database), duration_s=60)
     first = lease.acquire("host-a:10")
     assert first.fence == 1
     with pytest.raises(LeaseHeld, match=r"host-a:10, fence 1"):
@@ -53,7 +55,7 @@ def test_a_container_run_killed_holding_the_lease_is_taken_over_once_it_expired(
 ) -> None:
     """The compose batch service always runs as host ``batch``, pid 1: a liveness check by host and
     pid would find every dead run alive. Only the expiry counts."""
-    lease = BatchLease(leases, duration_s=60)
+    lease = BatchLease(MongoLeaseStore(leases.database), duration_s=60)
 
     def held_by_a_dead_container_run(expires_in_s: float) -> None:
         now = utc.now()
@@ -73,7 +75,7 @@ def test_a_container_run_killed_holding_the_lease_is_taken_over_once_it_expired(
 def test_the_heartbeat_keeps_the_lease_and_a_run_that_lost_it_fails_every_check(
     leases: Collection[dict[str, Any]],
 ) -> None:
-    lease = BatchLease(leases, duration_s=1.5)
+    lease = BatchLease(MongoLeaseStore(leases.database), duration_s=1.5)
     with lease.held("host-a:10") as held:
         time.sleep(3.5)  # more than twice the lease: only the heartbeat kept it
         held.check("write the views")
@@ -87,11 +89,13 @@ def test_the_heartbeat_keeps_the_lease_and_a_run_that_lost_it_fails_every_check(
         assert held.lost.is_set()  # the heartbeat found its token gone
         with pytest.raises(LeaseLost, match="was lost"):
             held.check("publish")
-    assert (lease.document() or {})["token"] == other.token  # a lost lease is not released
+    assert (
+        record := lease.document()
+    ) is not None and record.token == other.token  # a lost lease is not released
 
 
 def test_a_lease_about_to_expire_fails_the_check(leases: Collection[dict[str, Any]]) -> None:
-    lease = BatchLease(leases, duration_s=60)
+    lease = BatchLease(MongoLeaseStore(leases.database), duration_s=60)
     held = lease.acquire("host-a:10")
     leases.update_one({"_id": LEASE_ID}, {"$set": {"expires_at": utc.now() + timedelta(seconds=5)}})
     with pytest.raises(LeaseLost, match=r"only \d+\.\d s of the lease left"):

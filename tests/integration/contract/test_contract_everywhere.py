@@ -36,7 +36,7 @@ from tests.integration.conftest import (
     served_documents,
     traffic,
 )
-from tests.integration.test_ingest_kafka import consume_all
+from tests.integration.ingest.test_ingest_kafka import consume_all
 from tests.oracle import first_copies, read_log, recount, recount_past
 
 

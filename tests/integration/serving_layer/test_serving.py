@@ -24,6 +24,7 @@ from serving_layer import Granularity, QueryEngine, SeriesQuery, TopQuery
 from serving_layer.tiling import HOUR
 from speed_layer.job import SpeedJob
 from stores.mongo.writer import MongoBatchWriter
+from tests.integration.batch_layer.test_batch_layer import traffic
 from tests.integration.conftest import produce
 from tests.integration.serving_fixtures import (
     Served,
@@ -32,7 +33,6 @@ from tests.integration.serving_fixtures import (
     read_log,
     redis_of,
 )
-from tests.integration.test_batch_layer import traffic
 from tests.oracle import dedup, recount
 from tests.serving_suite import ServingOracle, assert_series_equal_the_recount
 from tests.serving_support import commit_realtime

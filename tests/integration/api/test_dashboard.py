@@ -43,7 +43,7 @@ from speed_layer.job import SpeedJob
 from stack import control
 from tests.integration.conftest import isolated_platform, produce, traffic
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOT = ROOT / "docs" / "dashboard.png"
 SITE = "shop.example.com"
 NO_NUMBER = "\u2013"  # what the page shows where it has no number (an en dash)

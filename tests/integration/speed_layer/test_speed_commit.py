@@ -26,6 +26,7 @@ from generations.registry import GenerationRegistry
 from speed_layer.commit import Committer, RealtimeStateLost, already_committed
 from speed_layer.progress import BatchReport
 from stores.redis import keys
+from stores.redis.handshake import RedisSpeedCommits
 from tests.integration.conftest import LogEnd, empty_redis_db
 
 REDIS_DB = 12
@@ -125,7 +126,7 @@ def registry(stack: Settings, r: redis.Redis, log_end: LogEnd) -> Iterator[Gener
 
 @pytest.fixture
 def committer(r: redis.Redis, registry: GenerationRegistry) -> Committer:
-    return Committer(r, registry, MARKS, lambda: LAG)
+    return Committer(RedisSpeedCommits(r), registry, MARKS, lambda: LAG)
 
 
 def pv(r: redis.Redis, gen: int, key: str, hour: int | None = None) -> int:
