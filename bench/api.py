@@ -298,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         help="another checkout (e.g. `git worktree add ../base main`) whose API is measured the same "
         "way right after this one's, against the same data: a before/after from one run",
     )
+    parser.add_argument(
+        "--baseline-label",
+        default=None,
+        help="what the baseline is, recorded in the result (default: the commit checked out there)",
+    )
     args = parser.parse_args(argv)
     console = Console()
     settings = bench_settings(get_settings())
@@ -387,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if "baseline" in runs:
         result["baseline"] = {
-            "commit": _commit_of(roots["baseline"]),
+            "label": args.baseline_label or _commit_of(roots["baseline"]),
             "by_workers": {str(w): m for w, m in runs["baseline"].items()},
         }
     path = write_result("api", result)
