@@ -14,8 +14,8 @@ The function is loaded on first use and again whenever Redis answers that it doe
 Redis, one restarted without persistence, ``FUNCTION FLUSH``); its name ends with a hash of the
 script, so workers of two releases sharing a Redis each call their own. It reads keys it did not
 declare (they depend on the pointer), which Redis Cluster does not allow: it is flagged
-``no-cluster``. The API's Redis user needs ``FCALL_RO`` and, unless the function is loaded for it,
-``FUNCTION LOAD``.
+``no-cluster``. Functions need Redis 7.0 or later; the API's Redis user needs ``FCALL_RO`` and,
+unless the function is loaded for it, ``FUNCTION LOAD``.
 
 The client is redis-py's asyncio client with hiredis as its parser and raw bytes back (nothing is
 decoded that the merge does not need), from the settings' Redis URL, so a password or TLS
