@@ -169,7 +169,7 @@ bench-soak: ## the speed layer for 10 min under traffic, SIGKILLs, a Redis and a
 bench-contract: ## what the contract costs each layer: parse seconds per million records, and each layer's throughput with and without it
 	@$(PY) -m bench.contract --compare --layers
 
-bench-api: ## API benchmark: req/s and p50/p99 of three queries on 10M events, one uvicorn worker, vegeta load
+bench-api: ## API benchmark: req/s, p50/p99 and CPU/request of three queries vs /healthz on 10M events, one and two uvicorn workers, vegeta load
 	@$(PY) -m bench.api
 
 clean-var: down ## stop the stack and delete var/ (all local data!)

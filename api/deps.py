@@ -3,8 +3,12 @@
 
 Every dependency is ``async def`` although most do not await: FastAPI runs plain ``def``
 dependencies in a thread pool, and a thread hop per dependency costs more than the query itself.
-For the same reason a query route takes two flat dependencies (the engine and the parsed
-request), each reading the app's services from the request.
+For the same reason a query route takes one dependency, its parsed request, and the engine from the
+request (:func:`engine_of`): FastAPI's solving of each dependency and of each declared parameter
+costs more per request than a query's own work. That dependency calls the key checks (the same
+security objects and :func:`get_caller`) and validates the query-parameter model (:mod:`api.params`)
+itself; the route's ``openapi_extra`` (:func:`query_openapi`) describes both in the OpenAPI document
+exactly as FastAPI would have.
 
 A parameter that does not make a query raises InvalidQuery naming it (:mod:`api.requests`); the
 app turns that into a 422 of the same shape as FastAPI's own validation errors.
@@ -12,14 +16,17 @@ app turns that into a 422 of the same shape as FastAPI's own validation errors.
 
 from __future__ import annotations
 
-from typing import Annotated
+from functools import cache
+from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 
 from api import cost, scoping
 from api.auth import Caller, require_scope
-from api.params import BreakdownParams, SeriesParams, TimeseriesParams, TopParams
+from api.params import BreakdownParams, SeriesParams, TimeseriesParams, TopParams, openapi_parameters, parsed
 from api.requests import (
     SeriesRequest,
     TimeseriesRequest,
@@ -49,6 +56,10 @@ async def get_settings(request: Request) -> Settings:
 
 
 async def get_engine(request: Request) -> QueryEngine:
+    return _services(request).engine
+
+
+def engine_of(request: Request) -> QueryEngine:
     return _services(request).engine
 
 
@@ -102,41 +113,60 @@ WriterDep = Annotated[Caller, Depends(get_writer)]
 AdminDep = Annotated[Caller, Depends(get_admin)]
 
 
+async def _reader_of(request: Request) -> Caller:
+    """What ``ReaderDep`` gives, without FastAPI solving its three dependencies."""
+    caller = await get_caller(request, await _bearer(request), await _x_api_key(request))
+    require_scope(caller, READ)
+    return caller
+
+
+@cache
+def query_openapi(model: type[BaseModel]) -> dict[str, Any]:
+    """A query route's ``openapi_extra``: the parameters of ``model`` and the key schemes of
+    ``ReaderDep``, as FastAPI writes them for a route declaring both (taken from a throwaway app's
+    document)."""
+    app = FastAPI()
+
+    async def route(caller: Caller) -> None:
+        return None
+
+    route.__annotations__ = {"caller": ReaderDep, "return": None}  # objects, not strings
+    app.get("/")(route)
+    operation = get_openapi(title="", version="", routes=app.routes)["paths"]["/"]["get"]
+    return {**openapi_parameters(model), "security": operation["security"]}
+
+
 # --- the parsed request of each query: within the caller's sites and the cost limit ---------------
-async def get_series_request(
-    request: Request, caller: ReaderDep, params: Annotated[SeriesParams, Query()]
-) -> SeriesRequest:
+async def get_series_request(request: Request) -> SeriesRequest:
+    caller = await _reader_of(request)
     services = _services(request)
-    r = await series_request(services, params)
+    r = await series_request(services, parsed(SeriesParams, request))
     scoping.check_series(caller, r.query)
     cost.check(cost.series_cost(r.query), services.settings.api_max_cost, "to")
     return r
 
 
-async def get_top_request(
-    request: Request, caller: ReaderDep, params: Annotated[TopParams, Query()]
-) -> TopRequest:
+async def get_top_request(request: Request) -> TopRequest:
+    caller = await _reader_of(request)
     services = _services(request)
-    r = scoping.scope_top(caller, await top_request(services, params))
+    r = scoping.scope_top(caller, await top_request(services, parsed(TopParams, request)))
     cost.check(scoping.top_cost(r), services.settings.api_max_cost, "to")
     return r
 
 
-async def get_timeseries_request(
-    request: Request, caller: ReaderDep, params: Annotated[TimeseriesParams, Query()]
-) -> TimeseriesRequest:
+async def get_timeseries_request(request: Request) -> TimeseriesRequest:
+    caller = await _reader_of(request)
     services = _services(request)
-    r = await timeseries_request(services, params)
+    r = await timeseries_request(services, parsed(TimeseriesParams, request))
     scoping.check_timeseries(caller, r)
     cost.check(cost.series_cost(r.query), services.settings.api_max_cost, "to")
     return r
 
 
-async def get_breakdown_request(
-    request: Request, caller: ReaderDep, params: Annotated[BreakdownParams, Query()]
-) -> TopRequest:
+async def get_breakdown_request(request: Request) -> TopRequest:
+    caller = await _reader_of(request)
     services = _services(request)
-    r = scoping.scope_top(caller, await breakdown_request(services, params))
+    r = scoping.scope_top(caller, await breakdown_request(services, parsed(BreakdownParams, request)))
     cost.check(scoping.top_cost(r), services.settings.api_max_cost, "limit")
     return r
 

@@ -127,8 +127,12 @@ def _wait_healthy(port: int) -> bool:
     return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
 
 
-def start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
-    """``python -m api`` on ``port`` with this benchmark's topic, database and Redis db, once healthy."""
+def start_api(
+    settings: Settings, port: int, workers: int = 1, root: Path = PROJECT_ROOT
+) -> subprocess.Popen[bytes]:
+    """``python -m api`` on ``port`` with this benchmark's topic, database and Redis db, once healthy:
+    ``workers`` uvicorn workers, the code of the checkout at ``root`` (another checkout's API can
+    be measured against the same stores)."""
     env = {
         **os.environ,
         "LAMBDA_EVENTS_TOPIC": settings.events_topic,
@@ -136,9 +140,13 @@ def start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
         "LAMBDA_MONGO_DB": settings.mongo_db,
         "LAMBDA_REDIS_DB": str(settings.redis_db),
         "LAMBDA_API_PORT": str(port),
+        "LAMBDA_VAR_DIR": str(settings.var_dir),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "api"], cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "api", "--workers", str(workers)],
+        cwd=root,
+        env=env,
+        stderr=subprocess.DEVNULL,
     )
     try:
         _wait_healthy(port)

@@ -2,11 +2,11 @@
 
 Every query follows the same steps:
 
-1. One Redis transaction returns the served generation ``g``, the speed layer's commit and the
+1. One atomic Redis read returns the served generation ``g``, the speed layer's commit and the
    realtime values of ``g`` the query needs (:mod:`serving_layer.snapshot`). That fixes the answer's
    generation once: everything below comes from ``g``.
 2. Batch values come from ``g``'s batch documents: for each day, the collection that
-   ``g.day_map[view][day]`` names. They are immutable, so reading them after the transaction is
+   ``g.day_map[view][day]`` names. They are immutable, so reading them after the Redis read is
    safe (a retired generation's data is deleted only after a grace period).
 3. Batch (events below ``g``'s cut) plus realtime (events at or above it) counts every committed
    event exactly once: pageviews are summed, unique visitors are sketch unions, never sums

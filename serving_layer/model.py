@@ -50,7 +50,7 @@ class RankRead:
 
 @dataclass(frozen=True)
 class RealtimeSnapshot:
-    """One transaction's view of Redis: the served pointer, the speed layer's commit, the data.
+    """One atomic read of Redis: the served pointer, the speed layer's commit, the data.
 
     ``hashes[i]`` answers the i-th :class:`HashRead` (field -> raw value, absent fields left out);
     ``ranks[i]`` the i-th :class:`RankRead`. ``served`` is None when Redis has no served pointer

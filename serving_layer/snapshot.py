@@ -1,11 +1,11 @@
 """The consistent read every query starts with: one generation, its realtime values, its coverage.
 
-One realtime transaction returns the served generation ``g``, the speed layer's commit and the
+One atomic realtime read returns the served generation ``g``, the speed layer's commit and the
 realtime values of ``g`` the query needs; ``g``'s description then comes from the batch side.
 Everything the answer holds comes from that ``g``. With realtime unreadable, the durable registry
 names the served generation and the snapshot is the batch side alone, flagged ``partial``.
 A read-your-writes query takes snapshots until one covers its offsets, or gives up; while it waits
-it polls only the served pointer and the speed layer's commit (a transaction of a few commands,
+it polls only the served pointer and the speed layer's commit (a read of a few keys,
 whatever the query reads), at growing intervals (``poll_s`` doubled up to :data:`MAX_POLL_S`), and
 reads the query's values once they cover the offsets.
 """

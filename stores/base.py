@@ -395,7 +395,7 @@ class RealtimeReader(Protocol):
 
     async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
         """Served pointer, speed commit and the given realtime data of the served generation, all
-        from one transaction (raises RealtimeUnavailable if Redis cannot be read)."""
+        seen at one instant (raises RealtimeUnavailable if Redis cannot be read)."""
         ...
 
     async def speed_stats(self) -> dict[str, object] | None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from api import render, scoping
-from api.deps import BreakdownRequestDep, EngineDep, ReaderDep, TimeseriesRequestDep
+from api.deps import BreakdownRequestDep, EngineDep, ReaderDep, TimeseriesRequestDep, engine_of, query_openapi
+from api.params import BreakdownParams, TimeseriesParams
 from api.routes.queries import QUERY_ERRORS
 from api.schemas import BreakdownResponse, DimensionsResponse, NotReadyResponse, TimeseriesResponse
 
@@ -45,14 +46,16 @@ async def dimensions(engine: EngineDep, _: ReaderDep) -> render.JsonBytes:
     "/timeseries",
     response_model=TimeseriesResponse,
     responses=ERRORS,
+    openapi_extra=query_openapi(TimeseriesParams),
     summary="The metrics (visitors, visits, page views, ...) of one value of a dimension, per hour or day",
 )
-async def timeseries(engine: EngineDep, r: TimeseriesRequestDep) -> render.JsonBytes:
+async def timeseries(request: Request, r: TimeseriesRequestDep) -> render.JsonBytes:
     """The metrics asked for (default: page views and unique visitors) from one snapshot of the
     served generation's batch and realtime views: exact page views, unique visitors (HLL with 95%
     bounds, exact when one batch bucket answers alone), and visits, views per visit, bounce rate
     and visit duration (exact unless `exactness` says otherwise). A metric the dimension does not
     count is a 422 naming `metrics`."""
+    engine = engine_of(request)
     answer = await engine.series(r.query, r.after)
     return render.json_response(render.timeseries(answer, r.site, r.value, r.metrics))
 
@@ -61,11 +64,13 @@ async def timeseries(engine: EngineDep, r: TimeseriesRequestDep) -> render.JsonB
     "/breakdown",
     response_model=BreakdownResponse,
     responses=ERRORS,
+    openapi_extra=query_openapi(BreakdownParams),
     summary="The top values of a dimension over whole UTC days, with their metrics and totals",
 )
-async def breakdown(engine: EngineDep, r: BreakdownRequestDep) -> render.JsonBytes:
+async def breakdown(request: Request, r: BreakdownRequestDep) -> render.JsonBytes:
     """Values ranked by page views (by visits for entry_page and exit_page; ties by value) over the
     UTC days the range touches, each with the metrics asked for (default: page views and unique
     visitors); `totals` over every value of the site."""
+    engine = engine_of(request)
     answer = await scoping.ranked(engine, r)
     return render.json_response(render.breakdown(answer, r.per_site, r.metrics))

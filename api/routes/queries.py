@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from api import render
-from api.deps import EngineDep, SeriesRequestDep, TopRequestDep
+from api.deps import SeriesRequestDep, TopRequestDep, engine_of, query_openapi
+from api.params import SeriesParams, TopParams
 from api.routes.responses import GUARD_ERRORS
 from api.schemas import (
     ErrorResponse,
@@ -43,11 +44,13 @@ QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     "/pageviews",
     response_model=PageviewsResponse,
     responses=QUERY_ERRORS,
+    openapi_extra=query_openapi(SeriesParams),
     summary="Page views of a URL or a site, per hour or day",
 )
-async def pageviews(engine: EngineDep, r: SeriesRequestDep) -> render.JsonBytes:
+async def pageviews(request: Request, r: SeriesRequestDep) -> render.JsonBytes:
     """Exact page views: the served generation's batch views plus its realtime views. With Redis
     down the answer comes from the batch views alone and says so (`partial`, `missing`, `covers`)."""
+    engine = engine_of(request)
     return render.json_response(render.pageviews(await engine.pageviews(r.query, r.after)))
 
 
@@ -55,11 +58,13 @@ async def pageviews(engine: EngineDep, r: SeriesRequestDep) -> render.JsonBytes:
     "/unique-visitors",
     response_model=UniqueVisitorsResponse,
     responses=QUERY_ERRORS,
+    openapi_extra=query_openapi(SeriesParams),
     summary="Unique visitors of a URL or a site, per bucket and over the whole range",
 )
-async def unique_visitors(engine: EngineDep, r: SeriesRequestDep) -> render.JsonBytes:
+async def unique_visitors(request: Request, r: SeriesRequestDep) -> render.JsonBytes:
     """HLL estimates with 95% bounds (the union of bucket sketches, never a sum), or exact counts
     when the batch views alone answer a single stored bucket (`exact: true`)."""
+    engine = engine_of(request)
     return render.json_response(render.unique_visitors(await engine.unique_visitors(r.query, r.after)))
 
 
@@ -67,9 +72,11 @@ async def unique_visitors(engine: EngineDep, r: SeriesRequestDep) -> render.Json
     "/top-urls",
     response_model=TopUrlsResponse,
     responses=QUERY_ERRORS,
+    openapi_extra=query_openapi(TopParams),
     summary="The URLs with the most page views over whole UTC days",
 )
-async def top_urls(engine: EngineDep, r: TopRequestDep) -> render.JsonBytes:
+async def top_urls(request: Request, r: TopRequestDep) -> render.JsonBytes:
     """Rankings are kept per UTC day, so the range is rounded outwards to whole days; `from` and
     `to` of the answer say which days were ranked. Counts are exact (batch ranking + realtime)."""
+    engine = engine_of(request)
     return render.json_response(render.top(await engine.top(r.query, r.after)))

@@ -36,6 +36,7 @@ def decode_active(raw: bytes | str | None) -> dict[int, Offsets]:
 
 
 def encode_served(served: Served) -> str:
+    """JSON, of which the reader's Redis function (stores/redis/snapshot.lua) reads ``gen``."""
     return json.dumps({"gen": served.gen, "cut": {str(p): o for p, o in served.cut.items()}})
 
 
@@ -76,17 +77,31 @@ REALTIME_GENS = "lambda:rt:gens"
 """Set of the generation numbers that have realtime keys (teardown without scanning everything)."""
 
 
+def generation_prefix(gen: int) -> str:
+    """What every realtime key of generation ``gen`` starts with; the rest is its suffix (the
+    reader's Redis function derives the generation's keys from the served pointer this way)."""
+    return f"{REALTIME_PREFIX}{gen}:"
+
+
+def hash_suffix(view: str, key: str, day: str) -> str:
+    return f"{view}:{day}|{key}"
+
+
+def rank_suffix(view: str, day: str) -> str:
+    return f"{view}:{day}#rank"
+
+
 def realtime_key(gen: int, view: str, key: str, day: str) -> str:
-    return f"{REALTIME_PREFIX}{gen}:{view}:{day}|{key}"
+    return generation_prefix(gen) + hash_suffix(view, key, day)
 
 
 def realtime_rank_key(gen: int, view: str, day: str) -> str:
-    return f"{REALTIME_PREFIX}{gen}:{view}:{day}#rank"
+    return generation_prefix(gen) + rank_suffix(view, day)
 
 
 def realtime_pattern(gen: int) -> str:
     """Every realtime key of one generation (SCAN MATCH pattern)."""
-    return f"{REALTIME_PREFIX}{gen}:*"
+    return generation_prefix(gen) + "*"
 
 
 # Per generation, the set of views the speed layer has counted it with since its first micro-batch,
@@ -94,7 +109,8 @@ def realtime_pattern(gen: int) -> str:
 # served for a generation only when this set names it with the fingerprint of the generation's
 # batch views: then its realtime part counted every event from the cut, with the same code.
 VIEWS_SENTINEL = "#"
+VIEWS_SUFFIX = "#views"
 
 
 def realtime_views_key(gen: int) -> str:
-    return f"{REALTIME_PREFIX}{gen}:#views"
+    return generation_prefix(gen) + VIEWS_SUFFIX

@@ -1,66 +1,56 @@
-"""The read half of the realtime views on Redis (stores.base.RealtimeReader): the served pointer
-and the served generation's realtime views, read in one MULTI/EXEC transaction.
+"""The read half of the realtime views on Redis (stores.base.RealtimeReader): the served pointer,
+the speed layer's commit and the served generation's realtime views, read in one call of a Redis
+function (``snapshot.lua``).
 
-Redis runs a transaction's commands back to back, so ``GET served`` and the ``HMGET`` s of the
-realtime hashes see the same instant: either before a generation switch (old generation's pointer
-and its realtime keys) or after it (the new ones), never a mix that would drop or double count the
-events between the two cuts. The realtime keys depend on the served generation, so the reader
-guesses it (the last one seen), and runs the transaction again in the rare case the pointer it
-returns names another generation.
+Exactness needs the pointer, the commit and the realtime keys seen at one instant: either before a
+generation switch (the old generation's pointer and its keys) or after it (the new ones), never a
+mix that would drop or double count the events between the two cuts. A Redis function runs
+atomically, like a MULTI/EXEC transaction, but it can also read the pointer first and derive the
+generation's keys from it server-side. So a query is one command and one round trip, whatever the
+generation, with no guess of the generation to check and retry. The function returns the values as
+nested arrays (hiredis parses them in C); this module turns them into the snapshot.
 
-The transaction is one round trip of redis-py's asyncio pipeline (``pipeline(transaction=True)``),
-with hiredis as its parser and raw bytes back (nothing is decoded that the merge does not need).
-The client comes from the settings' Redis URL, so a password or TLS (``rediss://``) is the URL's
-business. A Redis that is down, restarting or not answering becomes RealtimeUnavailable, the API's
-cue to answer from the batch views alone, flagged partial.
+The function is loaded on first use and again whenever Redis answers that it does not know it (a new
+Redis, one restarted without persistence, ``FUNCTION FLUSH``); its name ends with a hash of the
+script, so workers of two releases sharing a Redis each call their own. It reads keys it did not
+declare (they depend on the pointer), which Redis Cluster does not allow: it is flagged
+``no-cluster``. Functions need Redis 7.0 or later; the API's Redis user needs ``FCALL_RO`` and,
+unless the function is loaded for it, ``FUNCTION LOAD``.
 
-Two settings of :func:`connect` are there for CPU, measured by timing this reader's snapshots
-against a local Redis (client on one core, 2-core machine, CPU per snapshot): plain redis-py
-0.59 / 3.0 / 3.9 ms for 2 hashes of 24 fields / 30 such hashes / 100 one-field hashes and 2
-rankings; with hiredis packing and no per-reply timeout 0.34-0.39 / 1.0-1.3 / 1.7 ms. The
-hand-written client this replaced took 0.15 / 0.57-0.62 / 0.63 ms: redis-py still reads every
-reply of a transaction through several Python calls.
-
-Why the library all the same: the API bench (``python -m bench.api --events 1000000 --duration
-10``, same machine, same data, only this change, runs alternated, machine load 2-3) gave with the
-hand-written client / with this one: 7-day hourly pageviews of a URL 500 / 444 requests/s (1.70 /
-2.01 ms of worker CPU per request), 7-day unique visitors 451 / 405 (1.92 / 2.20 ms), 30-day
-pageviews of a site (33 commands per transaction) 631 / 470 (1.33 / 1.88 ms). The hand-written
-client was 11-13% faster on two of the three queries and 34% on the third, 19% in geometric mean:
-short of the 20% that would pay for a wire client of our own, which also had no AUTH or TLS.
+The client is redis-py's asyncio client with hiredis as its parser and raw bytes back (nothing is
+decoded that the merge does not need), from the settings' Redis URL, so a password or TLS
+(``rediss://``) is the URL's business. A Redis that is down, restarting or not answering becomes
+RealtimeUnavailable, the API's cue to answer from the batch views alone, flagged partial.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 import hiredis
 import orjson
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 from redis.typing import EncodableT
 
 from config.settings import Settings
-from serving_layer.model import (
-    HashRead,
-    RankRead,
-    RealtimeSnapshot,
-    RealtimeUnavailable,
-    Served,
-    SpeedCommit,
-)
+from serving_layer.model import HashRead, RankRead, RealtimeSnapshot, RealtimeUnavailable
 from stores.redis import keys
-from stores.redis.visit_state import flags_key
+from stores.redis.visit_state import FLAGS_SUFFIX
 
 T = TypeVar("T")
-MAX_ATTEMPTS = 5
+SNAPSHOT_LUA = Path(__file__).with_name("snapshot.lua")
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 """What makes Redis unavailable to a query (a reply error, a bug, still propagates)."""
 _SERIALIZER = HiredisRespSerializer()
@@ -81,9 +71,9 @@ class _HiredisPacking(AbstractConnection):
     """Commands packed by hiredis in one call each, as redis-py's synchronous connections pack them.
 
     redis-py's asyncio connections pack in Python, argument by argument (its encoder called for
-    each): for a transaction of 30 ``HMGET`` s of 24 fields that was more than half of the read's
-    CPU (module docstring). The multi-word check keeps commands such as ``CLIENT SETINFO``, which
-    redis-py sends on connect, packed as redis-py packs them.
+    each), and a snapshot's call has an argument per key and field list it reads. The multi-word
+    check keeps commands such as ``CLIENT SETINFO`` and ``FUNCTION LOAD``, which redis-py names in
+    two words, packed as redis-py packs them.
     """
 
     def pack_command(self, *args: EncodableT) -> list[bytes]:
@@ -114,16 +104,17 @@ _PACKED: dict[type[AbstractConnection], type[AbstractConnection]] = {
 
 def connect(settings: Settings) -> Redis:
     """The API's Redis client, from the settings' Redis URL: raw bytes (``decode_responses=False``),
-    RESP3 (scores come back as numbers), a connect timeout, and one immediate retry.
+    RESP3, a connect timeout, and one immediate retry.
 
     The retry is for a Redis restart: the pooled connections are dead then, and the first query
     after it should not fail for that; it runs on a fresh connection. A Redis that is really down
-    fails both attempts, and the query is answered partial.
+    fails both attempts, and the query is answered partial. It is redis-py's asyncio ``Retry``: the
+    client also accepts the synchronous one, which cannot catch what an awaited command raises and
+    so never retried.
 
-    Replies have no per-read timeout (``socket_timeout=None``): redis-py arms one for every reply,
-    35 per transaction of a 30-day query, and that cost a third of the read's CPU. The reader bounds
-    each of its calls as a whole instead (:class:`RedisRealtimeReader`), by the same
-    ``api_redis_timeout_ms``.
+    Replies have no per-read timeout (``socket_timeout=None``): redis-py would arm one for every
+    reply read. The reader bounds each of its calls as a whole instead (:class:`RedisRealtimeReader`),
+    by the same ``api_redis_timeout_ms``.
     """
     timeout = settings.api_redis_timeout_ms / 1000
     client = Redis.from_url(
@@ -164,21 +155,71 @@ def _decode_views(raw: Any) -> frozenset[str] | None:
     return members - {keys.VIEWS_SENTINEL}
 
 
+def _ranking(flat: list[bytes]) -> list[tuple[str, float]]:
+    """``ZRANGE ... WITHSCORES`` as a script sees it: member, score, member, score ..."""
+    pairs = iter(flat)
+    return [(m.decode(), float(s)) for m, s in zip(pairs, pairs, strict=True)]
+
+
+@dataclass(frozen=True)
+class SnapshotFunction:
+    """The Redis function that reads a snapshot (``snapshot.lua``): its library's source and the
+    function's name, both ending with a hash of the file (its ``VERSION`` placeholder), so two
+    releases of the reader sharing a Redis never call each other's function."""
+
+    name: str
+    source: str
+
+    @classmethod
+    def from_file(cls, path: Path = SNAPSHOT_LUA) -> SnapshotFunction:
+        text = path.read_text()
+        version = hashlib.sha1(text.encode()).hexdigest()[:12]
+        return cls(f"lambda_snapshot_{version}", text.replace("VERSION", version))
+
+
+def snapshot_args(hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> list[EncodableT]:
+    """The function's ARGV for these reads (its layout is described in ``snapshot.lua``): each
+    distinct field list once, each hash as its key suffix and the index of its field list."""
+    lists: dict[tuple[str, ...], int] = {}
+    listed: list[EncodableT] = []
+    reads: list[EncodableT] = []
+    for h in hashes:
+        index = lists.get(h.fields)
+        if index is None:
+            index = lists[h.fields] = len(lists) + 1
+            listed.append(len(h.fields))
+            listed.extend(h.fields)
+        reads.append(keys.hash_suffix(h.view, h.key, h.day))
+        reads.append(index)
+    reads.extend(keys.rank_suffix(r.view, r.day) for r in ranks)
+    head: list[EncodableT] = [
+        keys.REALTIME_PREFIX,
+        keys.VIEWS_SUFFIX,
+        FLAGS_SUFFIX,
+        len(lists),
+        len(hashes),
+        len(ranks),
+    ]
+    return head + listed + reads
+
+
 class RedisRealtimeReader:
     """Reads realtime snapshots with ``client`` (made by :func:`connect`).
 
-    Every call waits for Redis at most ``timeout_s`` as a whole (connection, retry and replies; by
-    default the client's connect timeout, ``api_redis_timeout_ms``): a Redis that does not answer
-    must not hold a query that the batch views can answer. Past it, or when Redis is down, the call
-    raises RealtimeUnavailable; a cancelled exchange closes its connection, so none is reused with a
-    reply still pending.
+    Every call waits for Redis at most ``timeout_s`` as a whole (connection, retry, loading the
+    function and replies; by default the client's connect timeout, ``api_redis_timeout_ms``): a
+    Redis that does not answer must not hold a query that the batch views can answer. Past it, or
+    when Redis is down, the call raises RealtimeUnavailable; a cancelled exchange closes its
+    connection, so none is reused with a reply still pending.
     """
 
-    def __init__(self, client: Redis, timeout_s: float | None = None) -> None:
+    def __init__(
+        self, client: Redis, timeout_s: float | None = None, function: SnapshotFunction | None = None
+    ) -> None:
         self.client = client
         connect_timeout = client.connection_pool.connection_kwargs.get("socket_connect_timeout")
         self.timeout_s = timeout_s if timeout_s is not None else connect_timeout
-        self._gen: int | None = None
+        self.function = function or SnapshotFunction.from_file()
         self._served = _Decoded(keys.decode_served)
         self._commit = _Decoded(keys.decode_commit)
 
@@ -191,63 +232,45 @@ class RedisRealtimeReader:
         except UNAVAILABLE as exc:
             raise RealtimeUnavailable(f"Redis: {exc}") from exc
 
-    def _served_of(self, raw: bytes | str | None) -> Served | None:
-        """None when nothing is served yet."""
-        return None if raw is None else self._served.get(raw)
-
-    def _commit_of(self, raw: bytes | str | None) -> SpeedCommit:
-        return self._commit.get(raw)
-
     async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
         return await self._call(self._snapshot(hashes, ranks))
 
-    async def _transaction(
-        self, gen: int, hashes: Sequence[HashRead], ranks: Sequence[RankRead]
-    ) -> list[Any]:
-        """The pointer, the commit, then the reads of generation ``gen``: one MULTI/EXEC."""
-        pipe = self.client.pipeline(transaction=True)
-        # execute_command queues the raw command (the typed helpers only add argument handling).
-        queue = pipe.execute_command
-        queue("GET", keys.SERVED)
-        queue("GET", keys.SPEED_COMMIT)
-        for h in hashes:
-            queue("HMGET", keys.realtime_key(gen, h.view, h.key, h.day), *h.fields)
-        for r in ranks:
-            queue("ZRANGE", keys.realtime_rank_key(gen, r.view, r.day), 0, -1, "WITHSCORES")
-        queue("SMEMBERS", keys.realtime_views_key(gen))
-        queue("SMEMBERS", flags_key(gen))
-        return await pipe.execute()
+    async def _fcall(self, args: list[EncodableT]) -> list[Any]:
+        """The snapshot function's reply; loads the function first where Redis does not have it
+        (a new Redis, one restarted without persistence, ``FUNCTION FLUSH``)."""
+        name = self.function.name
+        try:
+            reply: list[Any] = await self.client.fcall_ro(name, 2, keys.SERVED, keys.SPEED_COMMIT, *args)
+            return reply
+        except ResponseError as exc:
+            if "function not found" not in str(exc).lower():
+                raise
+        await self.load_function()
+        reply = await self.client.fcall_ro(name, 2, keys.SERVED, keys.SPEED_COMMIT, *args)
+        return reply
+
+    async def load_function(self) -> None:
+        """Loads the snapshot function into Redis; one already there (another worker's) is kept."""
+        try:
+            await self.client.function_load(self.function.source)
+        except ResponseError as exc:
+            if "already exists" not in str(exc):
+                raise
 
     async def _snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
-        for _ in range(MAX_ATTEMPTS):
-            gen = self._gen
-            if gen is None:
-                raw_served, raw_commit = await self.client.mget(keys.SERVED, keys.SPEED_COMMIT)
-                served = self._served_of(raw_served)
-                if served is None:
-                    return RealtimeSnapshot(None, self._commit_of(raw_commit), [], [])
-                gen = served.gen
-            results = await self._transaction(gen, hashes, ranks)
-            served = self._served_of(results[0])
-            commit = self._commit_of(results[1])
-            if served is None:
-                self._gen = None
-                return RealtimeSnapshot(None, commit, [], [])
-            if served.gen != gen:
-                self._gen = served.gen  # switched since the last query: read the new keys
-                continue
-            self._gen = gen
-            n = len(hashes)
-            hash_values = [
-                {f: v for f, v in zip(h.fields, values, strict=True) if v is not None}
-                for h, values in zip(hashes, results[2 : 2 + n], strict=True)
-            ]
-            rank_values = [[(m.decode(), s) for m, s in entries] for entries in results[2 + n : -2]]
-            flags = frozenset(m.decode() if isinstance(m, bytes) else str(m) for m in results[-1] or ())
-            return RealtimeSnapshot(
-                served, commit, hash_values, rank_values, _decode_views(results[-2]), flags
-            )
-        raise RealtimeUnavailable(f"the served generation changed {MAX_ATTEMPTS} times during one query")
+        reply = await self._fcall(snapshot_args(hashes, ranks))
+        commit = self._commit.get(reply[1])
+        if reply[0] is None:
+            return RealtimeSnapshot(None, commit, [], [])
+        served = self._served.get(reply[0])
+        n = len(hashes)
+        hash_values = [
+            {f: v for f, v in zip(h.fields, values, strict=True) if v is not None}
+            for h, values in zip(hashes, reply[4 : 4 + n], strict=True)
+        ]
+        rank_values = [_ranking(flat) for flat in reply[4 + n :]]
+        flags = frozenset(m.decode() for m in reply[3])
+        return RealtimeSnapshot(served, commit, hash_values, rank_values, _decode_views(reply[2]), flags)
 
     async def speed_stats(self) -> dict[str, object] | None:
         raw = await self._call(self.client.get(keys.SPEED_STATS))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from stores.redis.keys import REALTIME_PREFIX
+from stores.redis.keys import generation_prefix
 from stores.redis.teardown import unlink_matching
 
 if TYPE_CHECKING:
@@ -57,11 +57,14 @@ def state_key_column(site: Column, visitor: Column, day: Column) -> Column:
     return F.concat(F.lit(PREFIX), day, F.lit("|"), site, F.lit("|"), visitor)
 
 
+FLAGS_SUFFIX = "#visitflags"
+
+
 def flags_key(gen: int) -> str:
     """Per generation, the set of ``{site}|{day}`` whose realtime visits may not be exact (a page
     view later than the horizon, or a visitor's views on two Kafka partitions): the answer says so.
     Under the generation's prefix, so it goes with the generation (stores.redis.teardown)."""
-    return f"{REALTIME_PREFIX}{gen}:#visitflags"
+    return generation_prefix(gen) + FLAGS_SUFFIX
 
 
 def flag_member(site: str, day: str) -> str:

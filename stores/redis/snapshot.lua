@@ -1,0 +1,61 @@
+#!lua name=lambda_reader_VERSION
+
+-- The realtime snapshot of one query, read by Redis itself in one call (stores.redis.reader).
+--
+-- A function runs atomically: the served pointer, the speed layer's commit and the served
+-- generation's keys are read at one instant, between two transactions of the speed layer or of a
+-- generation switch, never across one. The generation is known only once the pointer is read,
+-- which is why this runs server-side: the realtime keys it reads are derived here from the
+-- pointer, not declared by the caller (hence 'no-cluster').
+--
+-- The reader ends the library's and the function's names with a hash of this file, so workers of
+-- two releases sharing one Redis each call their own code.
+--
+-- KEYS: the served pointer, the speed layer's commit.
+-- ARGV: the realtime prefix (generation number and ':' follow it), the suffix of the generation's
+--   set of counted views, the suffix of its set of visit flags, then three counts: field lists,
+--   hashes, rankings. Then each field list (its length, its fields), each hash (its key suffix,
+--   the 1-based index of its field list) and each ranking (its key suffix).
+-- Reply: {served, commit} when nothing is served (nil where a key is missing), else
+--   {served, commit, views, flags, hash 1 values, ..., ranking 1 (member, score, ...), ...}.
+
+local function snapshot(keys, args)
+  local served = redis.call('GET', keys[1])
+  local commit = redis.call('GET', keys[2])
+  if not served then
+    return {false, commit}
+  end
+  local prefix = args[1] .. string.format('%d', cjson.decode(served).gen) .. ':'
+  local reply = {
+    served,
+    commit,
+    redis.call('SMEMBERS', prefix .. args[2]),
+    redis.call('SMEMBERS', prefix .. args[3]),
+  }
+  local n_lists, n_hashes, n_ranks = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
+  local i = 7
+  local lists = {}
+  for l = 1, n_lists do
+    local n = tonumber(args[i])
+    lists[l] = {unpack(args, i + 1, i + n)}
+    i = i + n + 1
+  end
+  local at = #reply
+  for _ = 1, n_hashes do
+    at = at + 1
+    reply[at] = redis.call('HMGET', prefix .. args[i], unpack(lists[tonumber(args[i + 1])]))
+    i = i + 2
+  end
+  for _ = 1, n_ranks do
+    at = at + 1
+    reply[at] = redis.call('ZRANGE', prefix .. args[i], 0, -1, 'WITHSCORES')
+    i = i + 1
+  end
+  return reply
+end
+
+redis.register_function{
+  function_name = 'lambda_snapshot_VERSION',
+  callback = snapshot,
+  flags = {'no-writes', 'no-cluster'},
+}
