@@ -353,6 +353,20 @@ TABLES: dict[str, Table] = {
                 "<= {speed:freshness/target_p95_ratio_to_floor}x the floor",
             ),
             (
+                "what visits cost (`make bench-visits`, defaults): the batch recompute's shared pass over "
+                "{visits:batch/events:,} events, and the speed layer's sustained rate in micro-batches of "
+                "{visits:speed/events_per_micro_batch:,}, each with and without visits in the same run",
+                "batch {visits:batch/events_per_s/with visits:,} against "
+                "{visits:batch/events_per_s/without visits:,} events/s: time "
+                "**x{visits:batch/time_ratio:.2f}**; speed {visits:speed/events_per_s/with visits:,.0f} "
+                "against {visits:speed/events_per_s/without visits:,.0f} events/s: time "
+                "**x{visits:speed/time_ratio:.2f}**; visit state "
+                "{visits:speed/state/bytes_per_visitor_day:,} bytes per visitor-day "
+                "([docs/visits.md](docs/visits.md#cost))",
+                "time x{visits:batch/target_time_ratio} or less in each layer: batch "
+                "{visits:batch/met:met}, speed {visits:speed/met:met}",
+            ),
+            (
                 "batch view store (`bench/store.py`, defaults): {store:runs/after/documents:,} documents "
                 "shaped as Spark stores them ({store:runs/after/document_kb_bson} KB), written through the "
                 "executors' insert code into FerretDB by two processes",

@@ -20,7 +20,7 @@ cancel out in the aggregation, and what remains is the retraction of the old vis
 addition of the new ones.
 
 The state of the visitor-days a micro-batch touches is read by Spark's executors
-(:func:`stores.redis.visit_state.load`, in ``mapInArrow``) and its new value comes back with the
+(:func:`stored`: the texts read in ``mapInArrow``, parsed by Spark) and its new value comes back with the
 view rows, to be committed in the same transaction (speed_layer.commit).
 
 **The horizon.** A visit leaves the state once its last view is ``visit_lateness_s`` plus the
@@ -101,47 +101,49 @@ def dimensions_mark(dimensions: Sequence[Dimension]) -> str:
     return f"first:{first};last:{last}"
 
 
-def state_schema(dimensions: Sequence[Dimension]) -> str:
-    """The Spark schema (DDL) of the stored visits as :func:`loader` returns them."""
+def visit_schema(dimensions: Sequence[Dimension]) -> str:
+    """The Spark type (DDL) of a stored visit (stores.redis.visit_state.FIELDS, the first and
+    last view's keys by dimension name)."""
 
     def keys(dims: list[tuple[int, Dimension]]) -> str:
         return ",".join(f"`{d.name}`:string" for _, d in dims) or "`_`:string"
 
     return (
-        "site string, visitor_id string, day string, s_ts bigint, s_id string, e_ts bigint, "
-        f"e_id string, first struct<{keys(sessions.first_keyed(dimensions))}>, "
-        f"last struct<{keys(sessions.last_keyed(dimensions))}>, n bigint, tainted boolean, "
-        "p_lo int, p_hi int"
+        "struct<s_ts:bigint,s_id:string,e_ts:bigint,e_id:string,"
+        f"first:struct<{keys(sessions.first_keyed(dimensions))}>,"
+        f"last:struct<{keys(sessions.last_keyed(dimensions))}>,n:bigint,tainted:boolean,"
+        "p_lo:int,p_hi:int>"
     )
 
 
-def loader(
-    redis_url: str, drop_before_us: int, arrow_schema: Callable[[], pa.Schema]
-) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+TEXTS_SCHEMA = "site string, visitor_id string, day string, text string"
+"""What :func:`loader` returns: a touched visitor-day's stored visits, as stored (JSON)."""
+
+
+def loader(redis_url: str) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
     """The ``mapInArrow`` function that reads the state of the touched visitor-days (site,
-    visitor_id, day) in an executor."""
+    visitor_id, day) in an executor: the stored text only, which Spark parses (:func:`stored`)."""
 
     def load(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import redis
 
         client = redis.Redis.from_url(redis_url, socket_timeout=30)
         try:
-            yield from load_batches(client, batches, drop_before_us, arrow_schema())
+            yield from load_batches(client, batches)
         finally:
             client.close()
 
     return load
 
 
-def load_batches(
-    client: Any, batches: Iterable[pa.RecordBatch], drop_before_us: int, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    """Per Arrow batch of touched visitor-days (site, visitor_id, day), their stored visits
-    (stores.redis.visit_state.load through ``client``)."""
+def load_batches(client: Any, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Per Arrow batch of touched visitor-days (site, visitor_id, day), the stored text of those
+    the state holds (stores.redis.visit_state.load_texts through ``client``)."""
     import pyarrow as pa
 
     from stores.redis import visit_state
 
+    names = ["site", "visitor_id", "day", "text"]
     for batch in batches:
         touched = list(
             zip(
@@ -151,36 +153,28 @@ def load_batches(
                 strict=True,
             )
         )
-        rows = list(visit_state.load(client, touched, drop_before_us))
-        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        columns: list[list[str]] = [[], [], [], []]
+        for row in visit_state.load_texts(client, touched):
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        yield pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in columns], names=names)
 
 
-def _arrow_schema_of(dimensions: Sequence[Dimension]) -> Callable[[], pa.Schema]:
-    first = [d.name for _, d in sessions.first_keyed(dimensions)] or ["_"]
-    last = [d.name for _, d in sessions.last_keyed(dimensions)] or ["_"]
+def stored(
+    touched: DataFrame, dimensions: Sequence[Dimension], redis_url: str, dropped_before_us: int
+) -> DataFrame:
+    """The stored visits of the ``touched`` visitor-days (site, visitor_id, day as text) that may
+    still change (those that ended before ``dropped_before_us`` count as gone), one row each:
+    site, visitor_id, day (a date) and the visit's fields. A text that is not a list of visits
+    fails the micro-batch (FAILFAST) rather than losing the visits it held."""
+    from pyspark.sql import functions as F
 
-    def build() -> pa.Schema:
-        import pyarrow as pa
-
-        return pa.schema(
-            [
-                ("site", pa.string()),
-                ("visitor_id", pa.string()),
-                ("day", pa.string()),
-                ("s_ts", pa.int64()),
-                ("s_id", pa.string()),
-                ("e_ts", pa.int64()),
-                ("e_id", pa.string()),
-                ("first", pa.struct([(n, pa.string()) for n in first])),
-                ("last", pa.struct([(n, pa.string()) for n in last])),
-                ("n", pa.int64()),
-                ("tainted", pa.bool_()),
-                ("p_lo", pa.int32()),
-                ("p_hi", pa.int32()),
-            ]
-        )
-
-    return build
+    visits = F.from_json("text", f"array<{visit_schema(dimensions)}>", {"mode": "FAILFAST"})
+    return (
+        touched.mapInArrow(loader(redis_url), TEXTS_SCHEMA)
+        .select("site", "visitor_id", F.to_date("day").alias("day"), F.inline(visits))
+        .where(F.col("e_ts") >= F.lit(dropped_before_us))
+    )
 
 
 def visit_rows(
@@ -225,9 +219,7 @@ def visit_rows(
     variants = F.array(F.lit(-1), *[F.when(~F.array_contains("_tags", g), F.lit(g)) for g in gens])
     events = events.select("*", F.explode(variants).alias("variant")).where(F.col("variant").isNotNull())
     touched = keyed.select("site", "visitor_id", F.date_format("day", "yyyy-MM-dd").alias("day")).distinct()
-    state = touched.mapInArrow(
-        loader(redis_url, horizon.dropped_before_us, _arrow_schema_of(dimensions)), state_schema(dimensions)
-    ).withColumn("day", F.to_date("day"))
+    state = stored(touched, dimensions, redis_url, horizon.dropped_before_us)
     state = state.select("*", F.explode(F.array(*[F.lit(g) for g in (-1, *gens)])).alias("variant"))
     rows = events.drop("_tags").unionByName(state)
     if single_partition:

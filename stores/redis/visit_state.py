@@ -107,21 +107,18 @@ def clear(client: redis.Redis, dims: str, watermark_ms: int = 0) -> int:
     return deleted
 
 
-def load(
-    client: redis.Redis, touched: Sequence[tuple[str, str, str]], drop_before_us: int
-) -> Iterator[dict[str, Any]]:
-    """The stored visits of the ``touched`` (site, visitor, day) visitor-days, each as a dict of
-    :data:`FIELDS` plus ``site``, ``visitor_id`` and ``day``; visits that ended before
-    ``drop_before_us`` are past the horizon and left out."""
+def load_texts(
+    client: redis.Redis, touched: Sequence[tuple[str, str, str]]
+) -> Iterator[tuple[str, str, str, str]]:
+    """(site, visitor, day, JSON list of visits) of each of the ``touched`` (site, visitor, day)
+    visitor-days the state holds: the text as stored, parsed by the reader (in Spark, for the
+    speed layer: speed_layer.visits), which also leaves out the visits past the horizon."""
     if not touched:
         return
-    raw = client.mget([state_key(site, visitor, day) for site, visitor, day in touched])
+    raw: Any = client.mget([state_key(site, visitor, day) for site, visitor, day in touched])
     for (site, visitor, day), text in zip(touched, raw, strict=True):
-        if not text:
-            continue
-        for visit in json.loads(text):
-            if visit["e_ts"] >= drop_before_us:
-                yield {"site": site, "visitor_id": visitor, "day": day, **visit}
+        if text:
+            yield site, visitor, day, text.decode() if isinstance(text, bytes) else str(text)
 
 
 @dataclass

@@ -5,7 +5,7 @@ sessioniser (tests/oracle_visits.py).
 What runs is the speed layer's own Spark work for a micro-batch (``MicroBatch._view_rows``: the
 shared pass with speed_layer.visits' deltas and retractions, the state read in the executors by
 ``mapInArrow``) and its own state bookkeeping (``visits.split``, ``VisitUpdate.sink``,
-``VisitStateSink``, ``visit_state.load``), with two stand-ins so that no service is needed:
+``VisitStateSink``, ``visit_state.load_texts``), with two stand-ins so that no service is needed:
 
 - Kafka: each record gets a partition (by visitor, as the platform's producers key it), an offset
   and a log-append time; duplicates are dropped before the pass, as the scan's dedup drops later
@@ -183,14 +183,12 @@ def snapshot_loader(store: FakeRedis) -> Callable[..., Any]:
     """A stand-in for speed_layer.visits.loader: the same executor-side function, reading a copy of
     the state taken when the micro-batch is planned instead of connecting to Redis."""
 
-    def loader(
-        redis_url: str, drop_before_us: int, arrow_schema: Callable[[], Any]
-    ) -> Callable[[Iterable[Any]], Iterable[Any]]:
+    def loader(redis_url: str) -> Callable[[Iterable[Any]], Iterable[Any]]:
         snapshot = dict(store.kv)
 
         def load(batches: Iterable[Any]) -> Iterator[Any]:
             client = SimpleNamespace(mget=lambda keys: [snapshot.get(k) for k in keys])
-            yield from visits.load_batches(client, batches, drop_before_us, arrow_schema())
+            yield from visits.load_batches(client, batches)
 
         return load
 
