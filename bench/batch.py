@@ -203,10 +203,10 @@ def floor_seconds(spark: Any, events: Any, lg_k: int) -> float:
     visitor, then one aggregation per level. No daily hour lists, no documents, no rankings."""
     from pyspark.sql import functions as F
 
-    from views import Dimension, all_views, input_columns
+    from views import all_views, input_columns
     from views.shared_pass import keyed_events, level_entries
 
-    dimensions = [v for v in all_views() if isinstance(v, Dimension)]
+    dimensions = all_views()
     keyed = keyed_events(
         events.select(*input_columns(dimensions, spark)).dropDuplicates(["event_id"]), dimensions, []
     )

@@ -32,7 +32,7 @@ from bench.views import dataset
 from config.settings import Settings, get_settings
 from config.spark import spark_session
 from ingest.topics import log_end_offsets
-from views import Dimension, View, all_views, compute, input_columns
+from views import View, all_views, compute, input_columns
 
 TARGET = 1.35
 """Time with visits over time without, at most, in each layer."""
@@ -40,11 +40,7 @@ TARGET = 1.35
 
 def without_visits(views: list[View]) -> list[View]:
     """The shipped views counting page views and visitors only."""
-    return [
-        replace(v, visits=False) if isinstance(v, Dimension) else v
-        for v in views
-        if not (isinstance(v, Dimension) and v.per_visit is not None)
-    ]
+    return [replace(v, visits=False) for v in views if v.per_visit is None]
 
 
 def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from stores.mongo import client as mongo_client
 from stores.redis import client as redis_client
 from stores.redis import keys, visit_state
 from stores.redis.handshake import RedisSpeedCommits, speed_commit
-from views import Dimension, all_views, fingerprint, input_columns, sessions
+from views import all_views, fingerprint, input_columns, sessions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -79,8 +79,7 @@ class SpeedJob:
         # The views are fixed for the life of the job: a view declared later is counted from the
         # first generation opened after a restart (the API says "not ready" until then).
         self.views = all_views()
-        self.dimensions = [v for v in self.views if isinstance(v, Dimension)]
-        self.function_views = [v for v in self.views if not isinstance(v, Dimension)]
+        self.dimensions = list(self.views)
         self.view_marks = sorted(keys.view_mark(v.name, fingerprint(v)) for v in self.views)
         self.input_columns = input_columns(self.views, self.spark)
         self.dedup = ScanDedup(self.spark, settings)

@@ -34,7 +34,7 @@ from speed_layer.dedup import DUPLICATE_COLUMN
 from speed_layer.progress import BatchReport
 from speed_layer.stream import at_or_past
 from speed_layer.visits import Horizon, collected, meta_row, visit_rows
-from views import compute, sessions
+from views import sessions
 from views.shared_pass import assemble, count_events, keyed_events
 
 if TYPE_CHECKING:
@@ -185,17 +185,6 @@ class MicroBatch:
             self.report.phases["visits"] = self.report.phases.get("visits", 0.0) + time.monotonic() - t0
         levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
         rows = assemble(levels, dims, ["gen"])
-        if self.job.function_views:
-            rows = rows.unionByName(
-                compute(
-                    tagged.select("*", F.explode(TAGS).alias("gen")),
-                    self.job.function_views,
-                    settings.hll_lg_k,
-                    ["gen"],
-                    single,
-                    exact_visitors=False,
-                )
-            )
         return rows if extra is None else rows.unionByName(extra, allowMissingColumns=True)
 
     def _dead_letter(self, dead: Any) -> None:

@@ -1,6 +1,6 @@
 """Views: declared dimensions (a key per event) computed by both layers in one shared pass."""
 
-from views.dimension import NONE, SCOPE_SEPARATOR, Dimension, FunctionView, View, site_column
+from views.dimension import NONE, SCOPE_SEPARATOR, Dimension, View, site_column
 from views.registry import all_views, declare, declared, fingerprint, get_view
 from views.scopes import describe, scope_of, stored_key, value_of
 from views.shared_pass import compute, input_columns, view_rows
@@ -9,7 +9,6 @@ __all__ = [
     "NONE",
     "SCOPE_SEPARATOR",
     "Dimension",
-    "FunctionView",
     "View",
     "all_views",
     "compute",

@@ -14,15 +14,12 @@ A dimension may also count **visits** (:mod:`views.sessions`): a visit is credit
 of its first view (``visits=True``), or, for the entry and exit pages, the view is keyed by a
 visit's first or last view and counts visits only (``per_visit``).
 
-A :class:`FunctionView` is the way out for views that are not a key per event (funnels): a
-function from events to view rows (:mod:`views.rows`). It runs beside the shared pass, so it costs
-its own shuffles; the shipped views are all dimensions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,9 +30,6 @@ SCOPE_SEPARATOR = "|"
 
 KeyExpression = Callable[[], "Column"]
 """Builds the key column (Spark needs an active session to build a Column, so it is a function)."""
-
-ViewFunction = Callable[["DataFrame", int, Sequence[str]], "DataFrame"]
-"""(events, HLL lgConfigK, extra grouping columns) -> view rows, grouped by those columns too."""
 
 
 def site_column() -> Column:
@@ -117,16 +111,5 @@ def references(frame: DataFrame, column: Column) -> tuple[str, ...]:
 NONE = "(none)"
 
 
-@dataclass(frozen=True)
-class FunctionView:
-    """A view written as a function (for what is not a key per event)."""
-
-    name: str
-    compute: ViewFunction
-    description: str
-    per_site: bool = False
-    inputs: tuple[str, ...] = field(default=("event_id", "ts", "visitor_id", "url"))
-    """The contract fields the function reads (a function cannot be analysed for them)."""
-
-
-View = Dimension | FunctionView
+View = Dimension
+"""A declared view: every view is a dimension, counted in the shared pass."""

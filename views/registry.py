@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from views.dimension import Dimension, View
+from views.dimension import View
 
 _REGISTRY: dict[str, View] = {}
 
@@ -53,7 +53,7 @@ def _counted(view: View) -> View | None:
     count no visits and the views of visits only are left out."""
     from config.settings import get_settings
 
-    if not isinstance(view, Dimension) or get_settings().count_visits:
+    if get_settings().count_visits:
         return view
     if view.per_visit is not None:
         return None
@@ -103,13 +103,10 @@ def pass_fingerprint() -> str:
 
 def fingerprint(view: View) -> str:
     """The view's fingerprint (needs an active Spark session for a dimension's expression)."""
-    if isinstance(view, Dimension):
-        declaration = (
-            f"dimension {view.name} per_site={view.per_site} visits={view.visits} "
-            f"per_visit={view.per_visit} key={view.expression()}"
-        )
-    else:
-        declaration = f"function {view.name} {_source(view.compute)}"
+    declaration = (
+        f"dimension {view.name} per_site={view.per_site} visits={view.visits} "
+        f"per_visit={view.per_visit} key={view.expression()}"
+    )
     digest = hashlib.sha256(f"{declaration}\0{pass_fingerprint()}".encode()).hexdigest()[:16]
     return digest
 

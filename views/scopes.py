@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from views.dimension import SCOPE_SEPARATOR, Dimension, View
+from views.dimension import SCOPE_SEPARATOR, View
 
 _URL_SITE = re.compile(r"^[a-z]+://([^/?#|]+)")
 
@@ -20,9 +20,9 @@ def describe(view: View) -> dict[str, Any]:
     return {
         "description": view.description,
         "per_site": view.per_site,
-        "examples": list(view.examples) if isinstance(view, Dimension) else [],
-        "visits": isinstance(view, Dimension) and view.counts_visits,
-        "pageviews": not isinstance(view, Dimension) or view.counts_page_views,
+        "examples": list(view.examples),
+        "visits": view.counts_visits,
+        "pageviews": view.counts_page_views,
     }
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from config.settings import get_settings
 from views import sessions
-from views.dimension import Dimension, FunctionView, View, site_column
+from views.dimension import Dimension, View, site_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -338,26 +338,13 @@ def compute(
     single_partition: bool = False,
     exact_visitors: bool = True,
 ) -> DataFrame:
-    """View rows of ``views``: every dimension in the shared pass, each function view beside it.
+    """View rows of ``views``, every one in the shared pass (:func:`view_rows`).
 
-    ``single_partition`` computes the dimensions in one task with no exchange (for small inputs);
-    the rows are the same either way. Without ``exact_visitors`` the dimensions' ``uv`` is null
-    (:func:`count_events`)."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    dimensions = [v for v in views if isinstance(v, Dimension)]
-    frames = [view_rows(events, dimensions, lg_k, by, single_partition, exact_visitors)] if dimensions else []
-    columns = [*by, "view", "key", "day", "pv", "uv", "sk", "hours"]
-    for v in views:
-        if isinstance(v, FunctionView):
-            rows = v.compute(events, lg_k, by).withColumn("view", F.lit(v.name))
-            no_visits = [F.lit(None).cast("long").alias(m) for m in sessions.METRICS]
-            frames.append(rows.select(*columns, *no_visits))
-    if not frames:
+    ``single_partition`` computes them in one task with no exchange (for small inputs); the rows
+    are the same either way. Without ``exact_visitors`` the ``uv`` is null (:func:`count_events`)."""
+    if not views:
         raise ValueError("no views to compute")
-    return reduce(lambda a, b: a.unionByName(b), frames)
+    return view_rows(events, list(views), lg_k, by, single_partition, exact_visitors)
 
 
 def input_columns(views: Sequence[View], spark: SparkSession) -> tuple[str, ...]:
@@ -366,8 +353,8 @@ def input_columns(views: Sequence[View], spark: SparkSession) -> tuple[str, ...]
 
     empty = spark.createDataFrame([], event_schema())
     needed = {"event_id", "ts", "visitor_id"}
-    if sessions.counts_visits([v for v in views if isinstance(v, Dimension)]):
+    if sessions.counts_visits(views):
         needed.add("url")  # a visit's site
     for v in views:
-        needed.update(v.input_columns(spark, empty) if isinstance(v, Dimension) else v.inputs)
+        needed.update(v.input_columns(spark, empty))
     return tuple(sorted(needed))

@@ -60,7 +60,7 @@ from tests.oracle_visits import (
     visit_recount,
 )
 from tests.visit_strategies import MIDNIGHT, VisitLog, visit_log_sets
-from views import Dimension, all_views
+from views import all_views
 from views.shared_pass import keyed_events
 
 GAP_S = get_settings().session_gap_s
@@ -238,14 +238,13 @@ class SpeedRun:
     """The state's horizon (visit_lateness_s) when not the settings'."""
 
     def job(self) -> Any:
-        dims = [v for v in all_views() if isinstance(v, Dimension)]
+        dims = all_views()
         s = get_settings()
         if self.lateness_s is not None:
             s = s.model_copy(update={"visit_lateness_s": self.lateness_s})
         return SimpleNamespace(
             settings=s,
             dimensions=dims,
-            function_views=[v for v in all_views() if not isinstance(v, Dimension)],
             input_columns=("country", "event_id", "referrer", "ts", "url", "user_agent", "visitor_id"),
             redis=self.redis,
         )
