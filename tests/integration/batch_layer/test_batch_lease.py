@@ -19,6 +19,7 @@ from config.settings import Settings
 from contract import utc
 from stores.mongo.generations import POINTERS
 from stores.mongo.lease import LEASE_ID, MongoLeaseStore
+from tests.lease_cases import one_holder_and_rising_fences
 
 
 @pytest.fixture
@@ -35,18 +36,7 @@ def leases(stack: Settings) -> Iterator[Collection[dict[str, Any]]]:
 def test_one_run_holds_the_lease_and_each_acquisition_gets_a_higher_fence(
     leases: Collection[dict[str, Any]],
 ) -> None:
-    lease = BatchLease(MongoLeaseStore(leases.database), duration_s=60)
-    first = lease.acquire("host-a:10")
-    assert first.fence == 1
-    with pytest.raises(LeaseHeld, match=r"host-a:10, fence 1"):
-        lease.acquire("host-b:20")
-    first.check("a step")
-    lease.release(first)
-    second = lease.acquire("host-b:20")
-    assert second.fence == 2 and second.token != first.token
-    with pytest.raises(LeaseLost, match=r"taken over .*host-b:20"):
-        first.check("publish")
-    lease.release(first)  # only the holder's token releases it
+    _, second = one_holder_and_rising_fences(BatchLease(MongoLeaseStore(leases.database), duration_s=60))
     assert (leases.find_one({"_id": LEASE_ID}) or {})["token"] == second.token
 
 

@@ -12,6 +12,7 @@ import pytest
 from batch_layer.lease import RELEASED, BatchLease, LeaseHeld, LeaseLost
 from stores.base import LeaseRecord
 from stores.memory import MemoryLeaseStore
+from tests.lease_cases import one_holder_and_rising_fences
 
 
 class Clock:
@@ -24,18 +25,7 @@ class Clock:
 
 def test_one_run_holds_the_lease_and_each_acquisition_gets_a_higher_fence() -> None:
     store, clock = MemoryLeaseStore(), Clock()
-    lease = BatchLease(store, duration_s=60, clock=clock)
-    first = lease.acquire("host-a:10")
-    assert first.fence == 1
-    with pytest.raises(LeaseHeld, match=r"host-a:10, fence 1"):
-        lease.acquire("host-b:20")
-    first.check("a step")
-    lease.release(first)
-    second = lease.acquire("host-b:20")
-    assert second.fence == 2 and second.token != first.token
-    with pytest.raises(LeaseLost, match=r"taken over .*host-b:20"):
-        first.check("publish")
-    lease.release(first)  # only the holder's token releases it
+    _, second = one_holder_and_rising_fences(BatchLease(store, duration_s=60, clock=clock))
     assert store.record is not None and store.record.token == second.token
 
 
