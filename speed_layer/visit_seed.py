@@ -109,13 +109,7 @@ def _write(job: SpeedJob, visits: DataFrame, horizon: Horizon) -> int:
         sink.add_state(row["site"], row["visitor_id"], row["day"], visits_of)
         count += 1
         if count % 10_000 == 0:
-            _flush(job, sink)
+            sink.write()
             sink = visit_state.VisitStateSink(job.redis, horizon.drop_before_us, horizon.watermark_ms)
-    _flush(job, sink)
+    sink.write()
     return count
-
-
-def _flush(job: SpeedJob, sink: visit_state.VisitStateSink) -> None:
-    with job.redis.pipeline(transaction=True) as pipe:
-        sink.flush(pipe)
-        pipe.execute()

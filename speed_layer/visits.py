@@ -20,7 +20,8 @@ cancel out in the aggregation, and what remains is the retraction of the old vis
 addition of the new ones.
 
 The state of the visitor-days a micro-batch touches is read by Spark's executors
-(:func:`stored`: the texts read in ``mapInArrow``, parsed by Spark) and its new value comes back with the
+(:func:`stored`: the texts read in ``mapInArrow`` by stores.redis.visit_state.loader, parsed by
+Spark) and its new value comes back with the
 view rows, to be committed in the same transaction (speed_layer.commit).
 
 **The horizon.** A visit leaves the state once its last view is ``visit_lateness_s`` plus the
@@ -34,11 +35,9 @@ horizon can never belong to a visit that left (its distance to any such visit ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import redis
 
 from generations.model import Offsets
 from stores.redis import visit_state
@@ -47,7 +46,6 @@ from views import sessions
 from views.dimension import Dimension
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 STATE_VIEW = "#visit-state"
@@ -116,50 +114,6 @@ def visit_schema(dimensions: Sequence[Dimension]) -> str:
     )
 
 
-TEXTS_SCHEMA = "site string, visitor_id string, day string, text string"
-"""What :func:`loader` returns: a touched visitor-day's stored visits, as stored (JSON)."""
-
-
-def loader(redis_url: str) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
-    """The ``mapInArrow`` function that reads the state of the touched visitor-days (site,
-    visitor_id, day) in an executor: the stored text only, which Spark parses (:func:`stored`)."""
-
-    def load(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import redis
-
-        client = redis.Redis.from_url(redis_url, socket_timeout=30)
-        try:
-            yield from load_batches(client, batches)
-        finally:
-            client.close()
-
-    return load
-
-
-def load_batches(client: Any, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Per Arrow batch of touched visitor-days (site, visitor_id, day), the stored text of those
-    the state holds (stores.redis.visit_state.load_texts through ``client``)."""
-    import pyarrow as pa
-
-    from stores.redis import visit_state
-
-    names = ["site", "visitor_id", "day", "text"]
-    for batch in batches:
-        touched = list(
-            zip(
-                batch.column("site").to_pylist(),
-                batch.column("visitor_id").to_pylist(),
-                batch.column("day").to_pylist(),
-                strict=True,
-            )
-        )
-        columns: list[list[str]] = [[], [], [], []]
-        for row in visit_state.load_texts(client, touched):
-            for column, value in zip(columns, row, strict=True):
-                column.append(value)
-        yield pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in columns], names=names)
-
-
 def stored(
     touched: DataFrame, dimensions: Sequence[Dimension], redis_url: str, dropped_before_us: int
 ) -> DataFrame:
@@ -171,7 +125,7 @@ def stored(
 
     visits = F.from_json("text", f"array<{visit_schema(dimensions)}>", {"mode": "FAILFAST"})
     return (
-        touched.mapInArrow(loader(redis_url), TEXTS_SCHEMA)
+        touched.mapInArrow(visit_state.loader(redis_url), visit_state.TEXTS_SCHEMA)
         .select("site", "visitor_id", F.to_date("day").alias("day"), F.inline(visits))
         .where(F.col("e_ts") >= F.lit(dropped_before_us))
     )
@@ -289,7 +243,7 @@ class VisitUpdate:
     watermark_ms: int | None = None
     drop_before_us: int | None = None
 
-    def sink(self, client: redis.Redis) -> VisitStateSink | None:
+    def sink(self, client: visit_state.Client) -> VisitStateSink | None:
         """The state's sink for this update (None when the batch carried no visit state)."""
         if self.watermark_ms is None or self.drop_before_us is None:
             return None

@@ -27,7 +27,7 @@ transaction, so the state and the realtime views change together or not at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,11 @@ from stores.redis.keys import generation_prefix
 from stores.redis.teardown import unlink_matching
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column
+
+Client = redis.Redis
+"""The client the state's halves take."""
 
 PREFIX = "lambda:vs:"
 ENDS = f"{PREFIX}#ends"
@@ -121,6 +125,47 @@ def load_texts(
             yield site, visitor, day, text.decode() if isinstance(text, bytes) else str(text)
 
 
+TEXTS_SCHEMA = "site string, visitor_id string, day string, text string"
+"""What :func:`loader` returns: a touched visitor-day's stored visits, as stored (JSON)."""
+
+
+def loader(redis_url: str) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that reads the state of the touched visitor-days (site,
+    visitor_id, day) in an executor: the stored text only, which Spark parses
+    (speed_layer.visits.stored)."""
+
+    def load(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        client = redis.Redis.from_url(redis_url, socket_timeout=30)
+        try:
+            yield from load_batches(client, batches)
+        finally:
+            client.close()
+
+    return load
+
+
+def load_batches(client: Any, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Per Arrow batch of touched visitor-days (site, visitor_id, day), the stored text of those
+    the state holds (:func:`load_texts` through ``client``)."""
+    import pyarrow as pa
+
+    names = ["site", "visitor_id", "day", "text"]
+    for batch in batches:
+        touched = list(
+            zip(
+                batch.column("site").to_pylist(),
+                batch.column("visitor_id").to_pylist(),
+                batch.column("day").to_pylist(),
+                strict=True,
+            )
+        )
+        columns: list[list[str]] = [[], [], [], []]
+        for row in load_texts(client, touched):
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        yield pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in columns], names=names)
+
+
 @dataclass
 class VisitStateSink:
     """One micro-batch's writes to the visit state, flushed inside the commit transaction."""
@@ -179,3 +224,11 @@ class VisitStateSink:
             pipe.sadd(flags_key(gen), *sorted(members))
         pipe.hset(META, mapping={"watermark_ms": self.watermark_ms, "dropped_before_us": self.drop_before_us})
         return len(self._states)
+
+    def write(self) -> int:
+        """Flush in a transaction of its own (a fresh start's seed, which joins no micro-batch's
+        commit); returns the number of visitor-days written."""
+        with self.client.pipeline(transaction=True) as pipe:
+            written = self.flush(pipe)
+            pipe.execute()
+        return written

@@ -180,7 +180,7 @@ class FakeRedis:
 
 
 def snapshot_loader(store: FakeRedis) -> Callable[..., Any]:
-    """A stand-in for speed_layer.visits.loader: the same executor-side function, reading a copy of
+    """A stand-in for stores.redis.visit_state.loader: the same executor-side function, reading a copy of
     the state taken when the micro-batch is planned instead of connecting to Redis."""
 
     def loader(redis_url: str) -> Callable[[Iterable[Any]], Iterable[Any]]:
@@ -188,7 +188,7 @@ def snapshot_loader(store: FakeRedis) -> Callable[..., Any]:
 
         def load(batches: Iterable[Any]) -> Iterator[Any]:
             client = SimpleNamespace(mget=lambda keys: [snapshot.get(k) for k in keys])
-            yield from visits.load_batches(client, batches)
+            yield from visit_state.load_batches(client, batches)
 
         return load
 
@@ -274,7 +274,7 @@ class SpeedRun:
         batch._materialised = []
         batch.visit_meta = visit_state.read_meta(self.redis)
         single = self.single_partition
-        with mock.patch.object(visits, "loader", snapshot_loader(self.redis)):
+        with mock.patch.object(visit_state, "loader", snapshot_loader(self.redis)):
             tagged = _dataframe(self.spark, records, self.active)
             # As MicroBatch._job: the keyed events, materialised, then the visits and the views.
             keyed = batch._materialise(
