@@ -178,6 +178,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1.0.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        # The HTTP server answers a request it cannot parse before the API sees it (for example a
+        # request line over its limit, a URL of some 64 KB): any operation may get it.
+        responses={400: {"description": "A request the HTTP server cannot parse (too long, malformed)."}},
     )
     app.state.services = services
     app.include_router(queries.router)
