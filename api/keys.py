@@ -42,9 +42,12 @@ def target_of(url: str | None, site: str | None) -> tuple[str, str]:
     raise InvalidQuery("url", "give url (one page) or site (site-wide)")
 
 
-def series_key(dimension: str, per_site: bool, site: str | None, value: str | None) -> tuple[str, str]:
+def series_key(
+    dimension: str, per_site: bool, site: str | None, value: str | None, url_keys: bool = False
+) -> tuple[str, str]:
     """(stored key, value) of a timeseries: ``site|value`` for a per-site dimension, the site itself
-    for `site`, the normalised URL for `page`, the value as given otherwise."""
+    for `site`, the normalised URL for a dimension keyed by URLs (`page`, `entry_page`,
+    `exit_page`), the value as given otherwise."""
     if per_site:
         if site is None:
             raise InvalidQuery("site", f"required: {dimension!r} is a per-site dimension")
@@ -60,7 +63,7 @@ def series_key(dimension: str, per_site: bool, site: str | None, value: str | No
         return key, key
     if value is None:
         raise InvalidQuery("value", f"required for the dimension {dimension!r}")
-    if dimension == URL_VIEW:
+    if dimension == URL_VIEW or url_keys:
         key = target_of(value, None)[1]
         if site is not None and scope_of(key, False) != site_key(site):
             raise InvalidQuery("value", f"the page is not on the site {site!r}")

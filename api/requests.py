@@ -128,7 +128,9 @@ async def top_request(services: Services, params: TopParams) -> TopRequest:
 async def timeseries_request(services: Services, params: TimeseriesParams) -> TimeseriesRequest:
     info = await dimension_of(services.engine, params.dimension)
     metrics = metrics_of(params.metrics, params.dimension, info)
-    key, value = series_key(params.dimension, bool(info.get("per_site")), params.site, params.value)
+    key, value = series_key(
+        params.dimension, bool(info.get("per_site")), params.site, params.value, bool(info.get("url_keys"))
+    )
     start, end = time_range(services.settings, params, _default_days(params.granularity))
     query = SeriesQuery(params.dimension, key, start, end, params.granularity, visits=asks_visits(metrics))
     site = None if params.site is None else site_key(params.site)

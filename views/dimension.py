@@ -63,6 +63,9 @@ class Dimension:
     per_visit: str | None = None
     """A view of visits only, keyed by a visit's first view (``"entry"``) or last view (``"exit"``):
     the entry and exit pages. It counts no page views."""
+    url_keys: bool = False
+    """Its keys are normalised URLs (the page, the entry and exit pages): a value a client names
+    is normalised as ingest normalises URLs before it is looked up."""
 
     @property
     def counts_page_views(self) -> bool:

@@ -61,6 +61,7 @@ declare(
         "Page views and visitors per page (the normalised URL), across sites.",
         per_site=False,
         examples=("https://shop.example.com/cart",),
+        url_keys=True,
     )
 )
 declare(
@@ -108,6 +109,7 @@ declare(
         "Visits per entry page: the URL of each visit's first view, across sites (views.sessions).",
         per_site=False,
         examples=("https://shop.example.com/",),
+        url_keys=True,
         per_visit="entry",
     )
 )
@@ -118,6 +120,7 @@ declare(
         "Visits per exit page: the URL of each visit's last view, across sites (views.sessions).",
         per_site=False,
         examples=("https://shop.example.com/cart",),
+        url_keys=True,
         per_visit="exit",
     )
 )

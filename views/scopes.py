@@ -23,6 +23,7 @@ def describe(view: View) -> dict[str, Any]:
         "examples": list(view.examples),
         "visits": view.counts_visits,
         "pageviews": view.counts_page_views,
+        "url_keys": view.url_keys,
     }
 
 

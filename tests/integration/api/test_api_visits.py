@@ -204,6 +204,16 @@ def test_visits_equal_the_hand_count_after_a_late_view_joined_two_counted_visits
             **window,
         )
         assert [(p["visits"], p["visit_duration"]) for p in body["series"]] == [(2, 2400.0), (1, 300.0)]
+        # Its URL as a client may write it finds the same key (normalised as ingest normalises).
+        loose = get(
+            api,
+            "/v1/timeseries",
+            dimension="entry_page",
+            value=f"HTTPS://{site.upper()}",
+            metrics="visits,visit_duration",
+            **window,
+        )
+        assert loose["series"] == body["series"]
 
 
 def test_visits_past_the_horizon_are_flagged_with_the_reason_and_the_day(visited: Visited) -> None:
