@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.settings import Settings
+from contract import PageView
 from contract.codec import bounds_from
 from ingest.generator import GeneratorConfig, TrafficGenerator
 from ingest.pipeline import RawRecord, ingest, paced
@@ -238,10 +239,15 @@ def run(
     return report
 
 
+def log_events(settings: Settings) -> list[PageView]:
+    """Every event in the platform's log, duplicates removed (the first copy of each)."""
+    records = read_log(settings.kafka_bootstrap, settings.events_topic)
+    return [r.event for r in first_copies(records) if r.event]
+
+
 def recount_log(settings: Settings) -> Recount:
     """The oracle's recount of every event in the platform's log (duplicates removed)."""
-    records = read_log(settings.kafka_bootstrap, settings.events_topic)
-    return recount(r.event for r in first_copies(records) if r.event)
+    return recount(log_events(settings))
 
 
 def stop_speed(settings: Settings) -> None:

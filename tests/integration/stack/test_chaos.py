@@ -15,8 +15,9 @@ import pytest
 from config.settings import Settings
 from stack import control
 from tests import chaos
-from tests.integration.conftest import assert_merged_matches, isolated_platform
+from tests.integration.conftest import assert_merged_matches, assert_merged_visits_match, isolated_platform
 from tests.integration.speed_layer.test_speed_layer import wait_caught_up
+from tests.oracle import recount
 
 FAULTS, SECONDS = 6, 40.0
 """Faults and seconds of traffic: what the suite's time allows (``make soak`` runs long)."""
@@ -50,6 +51,8 @@ def test_faults_with_traffic_flowing_leave_every_view_exact(
         }
         assert report.speed_restarts >= len(killed), happened  # the keeper brought it back each time
         try:
-            assert_merged_matches(settings, chaos.recount_log(settings))
+            events = chaos.log_events(settings)
+            assert_merged_matches(settings, recount(events))
+            assert_merged_visits_match(settings, events)
         except AssertionError as exc:
             raise AssertionError(f"{happened}\n{exc}") from exc
