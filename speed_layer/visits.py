@@ -19,10 +19,10 @@ for every generation, those of variant ``g``'s visits -1 for ``g``: visits that 
 cancel out in the aggregation, and what remains is the retraction of the old visits and the
 addition of the new ones.
 
-The state of the visitor-days a micro-batch touches is read by Spark's executors
-(:func:`stored`: the texts read in ``mapInArrow`` by stores.redis.visit_state.loader, parsed by
-Spark) and its new value comes back with the
-view rows, to be committed in the same transaction (speed_layer.commit).
+The state of the visitor-days a micro-batch touches is read by Spark's executors (:func:`stored`:
+the texts fetched in ``mapInArrow`` by stores.redis.visit_state.loader, parsed by Spark), and its
+new value comes back with the view rows, to be committed in the same transaction
+(speed_layer.commit).
 
 **The horizon.** A visit leaves the state once its last view is ``visit_lateness_s`` plus the
 session gap behind the watermark (the newest log-append time committed before the micro-batch).
