@@ -19,14 +19,21 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.openapi.utils import get_openapi
+from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from api import cost, scoping
 from api.auth import Caller, require_scope
-from api.params import BreakdownParams, SeriesParams, TimeseriesParams, TopParams, openapi_parameters, parsed
+from api.params import (
+    BreakdownParams,
+    SeriesParams,
+    TimeseriesParams,
+    TopParams,
+    openapi_operation,
+    openapi_parameters,
+    parsed,
+)
 from api.requests import (
     SeriesRequest,
     TimeseriesRequest,
@@ -125,15 +132,7 @@ def query_openapi(model: type[BaseModel]) -> dict[str, Any]:
     """A query route's ``openapi_extra``: the parameters of ``model`` and the key schemes of
     ``ReaderDep``, as FastAPI writes them for a route declaring both (taken from a throwaway app's
     document)."""
-    app = FastAPI()
-
-    async def route(caller: Caller) -> None:
-        return None
-
-    route.__annotations__ = {"caller": ReaderDep, "return": None}  # objects, not strings
-    app.get("/")(route)
-    operation = get_openapi(title="", version="", routes=app.routes)["paths"]["/"]["get"]
-    return {**openapi_parameters(model), "security": operation["security"]}
+    return {**openapi_parameters(model), "security": openapi_operation(ReaderDep)["security"]}
 
 
 # --- the parsed request of each query: within the caller's sites and the cost limit ---------------

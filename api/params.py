@@ -139,16 +139,23 @@ def parsed(model: type[P], request: Request) -> P:
         raise RequestValidationError(errors) from None
 
 
+def openapi_operation(annotation: Any) -> dict[str, Any]:
+    """The OpenAPI operation FastAPI writes for a GET route taking one argument annotated
+    ``annotation`` (a parameter model, a dependency), from the document of a throwaway app with that
+    one route: how a route that declares less can still describe it exactly."""
+    app = FastAPI()
+
+    async def route(arg: Any) -> None:
+        return None
+
+    route.__annotations__ = {"arg": annotation, "return": None}  # the object, not a string
+    app.get("/")(route)
+    operation: dict[str, Any] = get_openapi(title="", version="", routes=app.routes)["paths"]["/"]["get"]
+    return operation
+
+
 @cache
 def openapi_parameters(model: type[BaseModel]) -> dict[str, Any]:
     """The OpenAPI parameters of ``model`` as FastAPI writes them for a query-parameter model, for a
-    route's ``openapi_extra``: taken from the document of a throwaway app with one such route."""
-    app = FastAPI()
-
-    async def route(params: BaseModel) -> None:
-        return None
-
-    route.__annotations__ = {"params": Annotated[model, Query()], "return": None}  # not a string
-    app.get("/")(route)
-    operation = get_openapi(title="", version="", routes=app.routes)["paths"]["/"]["get"]
-    return {"parameters": operation["parameters"]}
+    route's ``openapi_extra``."""
+    return {"parameters": openapi_operation(Annotated[model, Query()])["parameters"]}
