@@ -167,7 +167,7 @@ class Committer:
             report.phases["commit"] = time.monotonic() - t0
             return written, sorted(active)
 
-    def _counted_views(self, stored: set[str] | None) -> list[str]:
+    def _counted_views(self, stored: frozenset[str] | None) -> list[str]:
         """The views a realtime generation will have been counted with after this batch, given
         those it has been (``stored``): this job's own if the generation is new to the realtime
         views, else those it had that this job counts too (a view missing from one micro-batch is

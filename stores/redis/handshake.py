@@ -137,12 +137,11 @@ class SpeedCommitTransaction:
         stats: dict[str, Any] = json.loads(self.pipeline.get(keys.SPEED_STATS) or "{}")
         return stats
 
-    def counted_views(self, gen: int) -> set[str] | None:
+    def counted_views(self, gen: int) -> frozenset[str] | None:
         """The views (``name@fingerprint``) realtime ``gen`` has been counted with; None if it has
         not been counted yet."""
         raw: Any = self.pipeline.smembers(keys.realtime_views_key(gen))
-        stored = {m.decode() if isinstance(m, bytes) else str(m) for m in raw}
-        return (stored - {keys.VIEWS_SENTINEL}) if stored else None
+        return keys.decode_views(raw)
 
     def multi(self) -> None:
         """End the reads: every call from here on is queued into the transaction."""

@@ -4,6 +4,7 @@ their encodings. Everything that names a Redis key or field goes through here.""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from generations.model import Offsets as Offsets
 from generations.model import Served as Served
@@ -114,3 +115,10 @@ VIEWS_SUFFIX = "#views"
 
 def realtime_views_key(gen: int) -> str:
     return generation_prefix(gen) + VIEWS_SUFFIX
+
+
+def decode_views(raw: Iterable[bytes | str] | None) -> frozenset[str] | None:
+    """The members of a generation's set of counted views (``SMEMBERS``), sentinel left out: None
+    when the set does not exist (the generation has not been counted yet)."""
+    members = frozenset(m.decode() if isinstance(m, bytes) else str(m) for m in raw or ())
+    return (members - {VIEWS_SENTINEL}) if members else None

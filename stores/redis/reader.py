@@ -147,14 +147,6 @@ class _Decoded(Generic[T]):
         return self.value
 
 
-def _decode_views(raw: Any) -> frozenset[str] | None:
-    """SMEMBERS of a generation's counted views: None when the set does not exist yet."""
-    if not raw:
-        return None
-    members = frozenset(m.decode() if isinstance(m, bytes) else str(m) for m in raw)
-    return members - {keys.VIEWS_SENTINEL}
-
-
 def _ranking(flat: list[bytes]) -> list[tuple[str, float]]:
     """``ZRANGE ... WITHSCORES`` as a script sees it: member, score, member, score ..."""
     pairs = iter(flat)
@@ -270,7 +262,7 @@ class RedisRealtimeReader:
         ]
         rank_values = [_ranking(flat) for flat in reply[4 + n :]]
         flags = frozenset(m.decode() for m in reply[3])
-        return RealtimeSnapshot(served, commit, hash_values, rank_values, _decode_views(reply[2]), flags)
+        return RealtimeSnapshot(served, commit, hash_values, rank_values, keys.decode_views(reply[2]), flags)
 
     async def speed_stats(self) -> dict[str, object] | None:
         raw = await self._call(self.client.get(keys.SPEED_STATS))
