@@ -22,6 +22,18 @@ class ServiceError(RuntimeError):
     """A service could not be prepared or did not come up."""
 
 
+def _kafka_cluster_id() -> str:
+    """A random KRaft cluster id, as Kafka's own ``Uuid.randomUuid`` makes one.
+
+    The id is a UUID in URL-safe base64. One that starts with ``-`` would be read by the storage
+    tool's argument parser as an option (about one format in 64), so, like Kafka, draw again.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -182,7 +194,7 @@ class Kafka(Service):
         (self.data_dir / "log4j2.properties").write_text(self._log4j())
         if (self.data_dir / "data" / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = _kafka_cluster_id()
         argv = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config_file))
         result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if result.returncode != 0:
