@@ -46,6 +46,7 @@ from serving_layer import (
     UniqueVisitorsAnswer,
 )
 from serving_layer.answers import Visits, VisitsExactness
+from serving_layer.comparison import Compare, Compared
 
 BASE = datetime(2026, 11, 20, tzinfo=UTC)
 END = BASE + timedelta(days=2)
@@ -160,6 +161,34 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
         ),
         TimeseriesResponse,
     ),
+    "timeseries compared with the previous period, realtime missing in it": (
+        lambda: render.timeseries(
+            SeriesAnswer(
+                series_query("site", "shop.example.com"),
+                [SeriesPoint(t, 10 + i, EXACT, VISITS) for i, t in enumerate(points(48))],
+                5928,
+                ESTIMATE,
+                FULL,
+                VISITS,
+            ),
+            "shop.example.com",
+            "shop.example.com",
+            ALL,
+            Compared(
+                Compare.PREVIOUS_PERIOD,
+                SeriesAnswer(
+                    SeriesQuery("site", "shop.example.com", BASE - (END - BASE), BASE, Granularity.HOUR),
+                    [SeriesPoint(t - (END - BASE), 0, EXACT, Visits()) for t in points(48)],
+                    0,
+                    EXACT,
+                    PARTIAL,
+                    Visits(),
+                    VisitsExactness(False, "a late view", ("2026-11-19",)),
+                ),
+            ),
+        ),
+        TimeseriesResponse,
+    ),
     "timeseries of a site-less dimension": (
         lambda: render.timeseries(
             SeriesAnswer(series_query("site", "shop.example.com"), [], 0, EXACT, PARTIAL),
@@ -236,6 +265,40 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
             ),
             per_site=True,
             metrics=ALL,
+        ),
+        BreakdownResponse,
+    ),
+    "breakdown compared a year earlier": (
+        lambda: render.breakdown(
+            TopAnswer(
+                TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
+                BASE,
+                END,
+                [("shop.example.com|DE", 50), ("shop.example.com|US", 7)],
+                FULL,
+                [ESTIMATE, EXACT],
+                80,
+                ESTIMATE,
+                [VISITS, Visits()],
+                VISITS,
+            ),
+            per_site=True,
+            metrics=ALL,
+            compared=Compared(
+                Compare.YEAR_OVER_YEAR,
+                TopAnswer(
+                    TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
+                    BASE.replace(year=2025),
+                    END.replace(year=2025),
+                    [("shop.example.com|FR", 3)],
+                    FULL,
+                    [EXACT],
+                    3,
+                    EXACT,
+                    [Visits(2, 1, 60, 3)],
+                    Visits(2, 1, 60, 3),
+                ),
+            ),
         ),
         BreakdownResponse,
     ),
