@@ -95,6 +95,23 @@ def assert_conforms(content: dict[str, Any], model: type[BaseModel]) -> None:
     assert_key_order(orjson.loads(body), parsed)
 
 
+def countries(exactness: VisitsExactness | None = None) -> TopAnswer:
+    """A breakdown by country with every metric."""
+    return TopAnswer(
+        TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
+        BASE,
+        END,
+        [("shop.example.com|DE", 50), ("shop.example.com|US", 7)],
+        FULL,
+        [ESTIMATE, EXACT],
+        80,
+        ESTIMATE,
+        [VISITS, Visits()],
+        VISITS,
+        exactness or VisitsExactness(),
+    )
+
+
 def series_query(view: str, key: str) -> SeriesQuery:
     return SeriesQuery(view, key, BASE, END, Granularity.HOUR)
 
@@ -250,19 +267,7 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
     ),
     "breakdown with every metric": (
         lambda: render.breakdown(
-            TopAnswer(
-                TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
-                BASE,
-                END,
-                [("shop.example.com|DE", 50), ("shop.example.com|US", 7)],
-                FULL,
-                [ESTIMATE, EXACT],
-                80,
-                ESTIMATE,
-                [VISITS, Visits()],
-                VISITS,
-                VisitsExactness(False, "a late view", ("2026-11-20", "2026-11-21")),
-            ),
+            countries(VisitsExactness(False, "a late view", ("2026-11-20", "2026-11-21"))),
             per_site=True,
             metrics=ALL,
         ),
@@ -270,18 +275,7 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
     ),
     "breakdown compared a year earlier": (
         lambda: render.breakdown(
-            TopAnswer(
-                TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
-                BASE,
-                END,
-                [("shop.example.com|DE", 50), ("shop.example.com|US", 7)],
-                FULL,
-                [ESTIMATE, EXACT],
-                80,
-                ESTIMATE,
-                [VISITS, Visits()],
-                VISITS,
-            ),
+            countries(),
             per_site=True,
             metrics=ALL,
             compared=Compared(
