@@ -324,6 +324,35 @@ class TimeseriesResponse(AnswerMeta):
             },
             **META_EXAMPLE,
         },
+        {
+            "dimension": "site",
+            "site": "shop.example.com",
+            "value": "shop.example.com",
+            "from": "2026-11-16T00:00:00Z",
+            "to": "2026-11-30T00:00:00Z",
+            "granularity": "week",
+            "metrics": ["pageviews"],
+            "series": [
+                {"start": "2026-11-16T00:00:00Z", "pageviews": 5120, "visitors": None, **NO_VISITS},
+                {"start": "2026-11-23T00:00:00Z", "pageviews": 6400, "visitors": None, **NO_VISITS},
+            ],
+            "total": {"pageviews": 11520, "visitors": None, **NO_VISITS},
+            "exactness": {"pageviews": EXACT_EXAMPLE},
+            "comparison": {
+                "compare": "previous_period",
+                "from": "2026-11-02T00:00:00Z",
+                "to": "2026-11-16T00:00:00Z",
+                "series": [
+                    {"start": "2026-11-02T00:00:00Z", "pageviews": 4800, "visitors": None, **NO_VISITS},
+                    {"start": "2026-11-09T00:00:00Z", "pageviews": 4800, "visitors": None, **NO_VISITS},
+                ],
+                "total": {"pageviews": 9600, "visitors": None, **NO_VISITS},
+                "exactness": {"pageviews": EXACT_EXAMPLE},
+                **META_EXAMPLE,
+            },
+            "change": {"pageviews": 20.0, "visitors": None, **NO_VISITS},
+            **META_EXAMPLE,
+        },
     )
 
     dimension: str = Field(description="The dimension (GET /v1/dimensions lists them).")

@@ -368,3 +368,11 @@ def test_the_check_sees_a_key_the_model_lacks_and_a_reordered_key() -> None:
         assert_conforms({**good, "extra": 1}, TopUrlsResponse)
     with pytest.raises(AssertionError):
         assert_conforms({"limit": good.pop("limit"), **good}, TopUrlsResponse)
+
+
+@pytest.mark.parametrize("model", [TimeseriesResponse, BreakdownResponse])
+def test_the_documented_examples_are_answers_of_their_model(model: type[BaseModel]) -> None:
+    examples = (model.model_config.get("json_schema_extra") or {}).get("examples")
+    assert examples
+    for example in examples:
+        model.model_validate(example)
