@@ -8,6 +8,8 @@ the limit and the cost asked.
 - A ranking (top URLs) reads one batch ranking and one realtime ranking per day.
 - A breakdown with visitors also reads each listed key's sketch on each day, and the site's:
   ``days x (limit + 2)`` more. ``limit=1000`` over 92 days costs about 92,000.
+- A query with ``compare`` (api.compare) reads its comparison range too: it costs what the two
+  queries cost together, and is refused as a whole above the limit.
 """
 
 from __future__ import annotations

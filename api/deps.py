@@ -23,7 +23,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
-from api import cost, scoping
+from api import compare, cost, scoping
 from api.auth import Caller, require_scope
 from api.params import (
     BreakdownParams,
@@ -158,7 +158,9 @@ async def get_timeseries_request(request: Request) -> TimeseriesRequest:
     services = _services(request)
     r = await timeseries_request(services, parsed(TimeseriesParams, request))
     scoping.check_timeseries(caller, r)
-    cost.check(cost.series_cost(r.query), services.settings.api_max_cost, "to")
+    other = compare.series_comparison(r)
+    comparison_cost = 0 if other is None else cost.series_cost(other)
+    cost.check(cost.series_cost(r.query) + comparison_cost, services.settings.api_max_cost, "to")
     return r
 
 
@@ -166,7 +168,9 @@ async def get_breakdown_request(request: Request) -> TopRequest:
     caller = await _reader_of(request)
     services = _services(request)
     r = scoping.scope_top(caller, await breakdown_request(services, parsed(BreakdownParams, request)))
-    cost.check(scoping.top_cost(r), services.settings.api_max_cost, "limit")
+    other = compare.top_comparison(r)
+    comparison_cost = 0 if other is None else scoping.top_cost(other)
+    cost.check(scoping.top_cost(r) + comparison_cost, services.settings.api_max_cost, "limit")
     return r
 
 

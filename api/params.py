@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +21,12 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field, ValidationError
 
 from serving_layer import Granularity
+from serving_layer.comparison import Compare
+
+GRANULARITY_DESCRIPTION = (
+    "Series bucket size: `hour`, `day` (UTC), `week` (ISO, Monday to Monday) or `month` (calendar); "
+    "the first and last buckets are cut to the range."
+)
 
 
 class RangeParams(BaseModel):
@@ -48,10 +54,15 @@ class RangeParams(BaseModel):
         description="How long to wait for `after` (default from settings). Without `after`: wait "
         "until every event in the log at the time of the request is included.",
     )
+    format: Literal["json", "csv"] | None = Field(
+        None,
+        description="`csv`: the answer as CSV (`text/csv`), as `Accept: text/csv` asks; `json` "
+        "whatever `Accept` says. Default: by `Accept`, JSON unless it prefers `text/csv`.",
+    )
 
 
 class SeriesParams(RangeParams):
-    granularity: Granularity = Field(Granularity.HOUR, description="Series bucket size.")
+    granularity: Granularity = Field(Granularity.HOUR, description=GRANULARITY_DESCRIPTION)
     url: str | None = Field(
         None,
         max_length=4096,
@@ -83,8 +94,16 @@ def metrics_field() -> str | None:
     )
 
 
+def compare_field() -> Any:
+    return Field(
+        None,
+        description="Also answer the comparison range beside the range, with the totals' change in "
+        "percent: `previous_period` (the same length just before), `year_over_year` (a year earlier).",
+    )
+
+
 class TimeseriesParams(RangeParams):
-    granularity: Granularity = Field(Granularity.HOUR, description="Series bucket size.")
+    granularity: Granularity = Field(Granularity.HOUR, description=GRANULARITY_DESCRIPTION)
     dimension: str = Field(
         "site",
         max_length=64,
@@ -105,6 +124,7 @@ class TimeseriesParams(RangeParams):
         examples=["DE"],
     )
     metrics: str | None = metrics_field()
+    compare: Compare | None = compare_field()
 
 
 class BreakdownParams(RangeParams):
@@ -119,6 +139,7 @@ class BreakdownParams(RangeParams):
     )
     limit: int = Field(10, ge=1, description="How many values (at most LAMBDA_API_MAX_TOP).")
     metrics: str | None = metrics_field()
+    compare: Compare | None = compare_field()
 
 
 class TopParams(RangeParams):

@@ -30,6 +30,7 @@ from api.metric_names import (
 )
 from serving_layer import Coverage, Distinct, PageviewsAnswer, SeriesAnswer, TopAnswer, UniqueVisitorsAnswer
 from serving_layer.answers import Visits, VisitsExactness
+from serving_layer.comparison import Compared, percent_change
 from views.scopes import value_of
 
 LEGACY_VIEW_NAMES = {"page": "url_traffic", "site": "site_traffic"}
@@ -163,9 +164,39 @@ def _exactness(
     return out
 
 
-def timeseries(a: SeriesAnswer, site: str | None, value: str, metrics: tuple[str, ...]) -> dict[str, Any]:
-    q = a.query
+def _series_figures(a: SeriesAnswer, metrics: tuple[str, ...]) -> dict[str, Any]:
+    """A series answer's ``series``, ``total`` and ``exactness`` (also those of its comparison)."""
     asked = _Asked(metrics)
+    return {
+        "series": [
+            {"start": p.start, **_figures(asked, p.pageviews, p.visitors, p.visits)} for p in a.series
+        ],
+        "total": _figures(asked, a.pageviews, a.visitors, a.visits),
+        "exactness": _exactness(metrics, [a.visitors, *(p.visitors for p in a.series)], a.visits_exactness),
+    }
+
+
+def timeseries(
+    a: SeriesAnswer,
+    site: str | None,
+    value: str,
+    metrics: tuple[str, ...],
+    compared: Compared[SeriesAnswer] | None = None,
+) -> dict[str, Any]:
+    q = a.query
+    figures = _series_figures(a, metrics)
+    comparison, change = None, None
+    if compared is not None:
+        c = compared.answer
+        other = _series_figures(c, metrics)
+        comparison = {
+            "compare": compared.compare.value,
+            "from": c.query.start,
+            "to": c.query.end,
+            **other,
+            **_meta(c.coverage, c.query.start),
+        }
+        change = _change(figures["total"], other["total"])
     return {
         "dimension": q.view,
         "site": site,
@@ -174,20 +205,45 @@ def timeseries(a: SeriesAnswer, site: str | None, value: str, metrics: tuple[str
         "to": q.end,
         "granularity": q.granularity.value,
         "metrics": list(metrics),
-        "series": [
-            {"start": p.start, **_figures(asked, p.pageviews, p.visitors, p.visits)} for p in a.series
-        ],
-        "total": _figures(asked, a.pageviews, a.visitors, a.visits),
-        "exactness": _exactness(metrics, [a.visitors, *(p.visitors for p in a.series)], a.visits_exactness),
+        **figures,
+        "comparison": comparison,
+        "change": change,
         **_meta(a.coverage, a.query.start),
     }
 
 
-def breakdown(a: TopAnswer, per_site: bool, metrics: tuple[str, ...]) -> dict[str, Any]:
+def _breakdown_figures(a: TopAnswer, per_site: bool, metrics: tuple[str, ...]) -> dict[str, Any]:
+    """A breakdown's ``entries``, ``totals`` and ``exactness`` (also those of its comparison)."""
     n = len(a.entries)
     asked = _Asked(metrics)
     visitors = a.visitors or [None] * n
     visits: list[Visits] | list[None] = a.visits or [None] * n
+    return {
+        "entries": [
+            {"rank": i, "value": value_of(k, per_site), **_figures(asked, count, d, v)}
+            for i, ((k, count), d, v) in enumerate(zip(a.entries, visitors, visits, strict=True), 1)
+        ],
+        "totals": _figures(asked, a.total_pageviews, a.total_visitors, a.total_visits),
+        "exactness": _exactness(metrics, [*visitors, a.total_visitors], a.visits_exactness),
+    }
+
+
+def breakdown(
+    a: TopAnswer, per_site: bool, metrics: tuple[str, ...], compared: Compared[TopAnswer] | None = None
+) -> dict[str, Any]:
+    figures = _breakdown_figures(a, per_site, metrics)
+    comparison, change = None, None
+    if compared is not None:
+        c = compared.answer
+        other = _breakdown_figures(c, per_site, metrics)
+        comparison = {
+            "compare": compared.compare.value,
+            "from": c.start,
+            "to": c.end,
+            **other,
+            **_meta(c.coverage, c.query.start),
+        }
+        change = _change(figures["totals"], other["totals"])
     return {
         "dimension": a.query.view,
         "site": a.query.site,
@@ -195,14 +251,22 @@ def breakdown(a: TopAnswer, per_site: bool, metrics: tuple[str, ...]) -> dict[st
         "to": a.end,
         "limit": a.query.limit,
         "metrics": list(metrics),
-        "entries": [
-            {"rank": i, "value": value_of(k, per_site), **_figures(asked, count, d, v)}
-            for i, ((k, count), d, v) in enumerate(zip(a.entries, visitors, visits, strict=True), 1)
-        ],
-        "totals": _figures(asked, a.total_pageviews, a.total_visitors, a.total_visits),
-        "exactness": _exactness(metrics, [*visitors, a.total_visitors], a.visits_exactness),
+        **figures,
+        "comparison": comparison,
+        "change": change,
         **_meta(a.coverage, a.query.start),
     }
+
+
+def _figure(value: Any) -> float | None:
+    """A figure as a number: a visitors figure by its estimate."""
+    figure = value["estimate"] if isinstance(value, dict) else value
+    return None if figure is None else float(figure)
+
+
+def _change(total: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """Per figure of two totals (api.schemas.Change): the change in percent of the comparison's."""
+    return {name: percent_change(_figure(v), _figure(base[name])) for name, v in total.items()}
 
 
 def dimensions(

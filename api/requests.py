@@ -29,6 +29,7 @@ from serving_layer import (
     TopQuery,
     check_range,
 )
+from serving_layer.comparison import Compare
 from serving_layer.consistency import decode_token
 from serving_layer.queries import bounded
 from serving_layer.tiling import HOUR
@@ -49,6 +50,8 @@ class TopRequest:
     """The metrics asked for (api.metric_names), in their order; /v1/top-urls asks none."""
     only_sites: tuple[str, ...] | None = None
     """A site listing limited to these sites (a key that may read only them)."""
+    compare: Compare | None = None
+    """Also the comparison range's answer (serving_layer.comparison)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class TimeseriesRequest:
     value: str
     metrics: tuple[str, ...]
     per_site: bool = False
+    compare: Compare | None = None
+    """Also the comparison range's answer (serving_layer.comparison)."""
 
 
 def time_range(settings: Settings, params: RangeParams, default_days: int = 1) -> tuple[datetime, datetime]:
@@ -71,7 +76,7 @@ def time_range(settings: Settings, params: RangeParams, default_days: int = 1) -
     start = (
         bounded("from", utc.as_utc(params.from_))
         if params.from_ is not None
-        else end - timedelta(days=default_days)
+        else end - timedelta(days=min(default_days, settings.api_max_range_days))
     )
     check_range(start, end, settings.api_max_range_days)
     return start, end
@@ -106,8 +111,12 @@ def _check_limit(services: Services, limit: int) -> None:
         raise InvalidQuery("limit", f"must be at most {services.settings.api_max_top}")
 
 
+DEFAULT_DAYS = {Granularity.HOUR: 1, Granularity.DAY: 7, Granularity.WEEK: 28, Granularity.MONTH: 90}
+"""How far back a series reaches without ``from``, per granularity (at most the longest range)."""
+
+
 def _default_days(granularity: Granularity) -> int:
-    return 1 if granularity is Granularity.HOUR else 7
+    return DEFAULT_DAYS[granularity]
 
 
 async def series_request(services: Services, params: SeriesParams) -> SeriesRequest:
@@ -135,7 +144,13 @@ async def timeseries_request(services: Services, params: TimeseriesParams) -> Ti
     query = SeriesQuery(params.dimension, key, start, end, params.granularity, visits=asks_visits(metrics))
     site = None if params.site is None else site_key(params.site)
     return TimeseriesRequest(
-        query, await read_after(services, params), site, value, metrics, bool(info.get("per_site"))
+        query,
+        await read_after(services, params),
+        site,
+        value,
+        metrics,
+        bool(info.get("per_site")),
+        params.compare,
     )
 
 
@@ -159,4 +174,4 @@ async def breakdown_request(services: Services, params: BreakdownParams) -> TopR
         visitors=VISITORS in metrics,
         visits=asks_visits(metrics),
     )
-    return TopRequest(query, await read_after(services, params), per_site, metrics)
+    return TopRequest(query, await read_after(services, params), per_site, metrics, compare=params.compare)

@@ -230,6 +230,34 @@ class TimeseriesPoint(Figures):
     start: datetime = Field(description="Start of the bucket (UTC); a day bucket may be cut by the range.")
 
 
+class Change(BaseModel):
+    """Per figure of the totals: the change from the comparison range to the range, in percent of
+    the comparison's figure (visitors: of the estimates; rates and averages: of the rate, not points);
+    null for a metric not asked for, or when the comparison's figure is 0 or null."""
+
+    pageviews: float | None
+    visitors: float | None
+    visits: float | None
+    views_per_visit: float | None
+    bounce_rate: float | None
+    visit_duration: float | None
+
+
+Compare = Literal["previous_period", "year_over_year"]
+"""What a range is compared with (serving_layer.comparison)."""
+
+
+class TimeseriesComparison(AnswerMeta):
+    """The same query over the comparison range, from its own snapshot, with its own coverage."""
+
+    compare: Compare
+    from_: datetime = Field(alias="from")
+    to: datetime
+    series: list[TimeseriesPoint]
+    total: Totals
+    exactness: dict[Metric, Exactness]
+
+
 class TimeseriesResponse(AnswerMeta):
     model_config = _examples(
         {
@@ -296,6 +324,35 @@ class TimeseriesResponse(AnswerMeta):
             },
             **META_EXAMPLE,
         },
+        {
+            "dimension": "site",
+            "site": "shop.example.com",
+            "value": "shop.example.com",
+            "from": "2026-11-16T00:00:00Z",
+            "to": "2026-11-30T00:00:00Z",
+            "granularity": "week",
+            "metrics": ["pageviews"],
+            "series": [
+                {"start": "2026-11-16T00:00:00Z", "pageviews": 5120, "visitors": None, **NO_VISITS},
+                {"start": "2026-11-23T00:00:00Z", "pageviews": 6400, "visitors": None, **NO_VISITS},
+            ],
+            "total": {"pageviews": 11520, "visitors": None, **NO_VISITS},
+            "exactness": {"pageviews": EXACT_EXAMPLE},
+            "comparison": {
+                "compare": "previous_period",
+                "from": "2026-11-02T00:00:00Z",
+                "to": "2026-11-16T00:00:00Z",
+                "series": [
+                    {"start": "2026-11-02T00:00:00Z", "pageviews": 4800, "visitors": None, **NO_VISITS},
+                    {"start": "2026-11-09T00:00:00Z", "pageviews": 4800, "visitors": None, **NO_VISITS},
+                ],
+                "total": {"pageviews": 9600, "visitors": None, **NO_VISITS},
+                "exactness": {"pageviews": EXACT_EXAMPLE},
+                **META_EXAMPLE,
+            },
+            "change": {"pageviews": 20.0, "visitors": None, **NO_VISITS},
+            **META_EXAMPLE,
+        },
     )
 
     dimension: str = Field(description="The dimension (GET /v1/dimensions lists them).")
@@ -312,6 +369,12 @@ class TimeseriesResponse(AnswerMeta):
         "visitors when every figure is marked exact; visit metrics unless a late view could not be "
         "merged into the realtime visits, then with the days concerned)."
     )
+    comparison: TimeseriesComparison | None = Field(
+        None, description="With `compare`: the same answer for the comparison range; null otherwise."
+    )
+    change: Change | None = Field(
+        None, description="With `compare`: the totals' change from the comparison range, in percent."
+    )
 
 
 class BreakdownTotals(Figures):
@@ -322,6 +385,17 @@ class BreakdownTotals(Figures):
 class BreakdownEntry(Figures):
     rank: int
     value: str
+
+
+class BreakdownComparison(AnswerMeta):
+    """The same breakdown over the comparison range (its own top values), with its own coverage."""
+
+    compare: Compare
+    from_: datetime = Field(alias="from")
+    to: datetime
+    entries: list[BreakdownEntry]
+    totals: BreakdownTotals
+    exactness: dict[Metric, Exactness]
 
 
 class BreakdownResponse(AnswerMeta):
@@ -415,6 +489,14 @@ class BreakdownResponse(AnswerMeta):
     totals: BreakdownTotals
     exactness: dict[Metric, Exactness] = Field(
         description="Per metric answered: whether all its figures are exact (see /v1/timeseries)."
+    )
+    comparison: BreakdownComparison | None = Field(
+        None,
+        description="With `compare`: the breakdown of the comparison range (its own top values); "
+        "null otherwise.",
+    )
+    change: Change | None = Field(
+        None, description="With `compare`: the totals' change from the comparison range, in percent."
     )
 
 

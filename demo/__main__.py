@@ -4,7 +4,8 @@ By the time this runs, ``make demo`` has started the stack, produced two days of
 a batch generation, started the speed layer, sent live traffic past the generation's cut and
 started the API. This waits for the API to be ready and the speed layer to have counted every
 event, then prints example queries as curl commands with their answers: page views, unique
-visitors, and visits with their bounce rate and duration.
+visitors, and visits with their bounce rate and duration; weeks and months, a comparison with the
+previous period and a CSV answer (demo.reports).
 
 It says how the API is guarded: open on loopback (the local default, LAMBDA_API_AUTH=open), or
 with keys required (LAMBDA_API_AUTH=keys), in which case it makes a key for its own queries and
@@ -26,6 +27,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 from api.auth import mode_note
 from api.credentials import new_key
 from config.settings import Settings, get_settings
+from demo.reports import print_reports
 from ingest.topics import log_end_offsets
 from stores.mongo.api_keys import MongoApiKeyStore
 from stores.mongo.client import connect_async
@@ -188,6 +190,7 @@ def main() -> int:
         print(f"\n$ {CURL} '{request.url}'")
         print(json.dumps(_shorten(response.json()), indent=2))
     _print_breakdowns(base, two_days_ago, now.isoformat())
+    print_reports(base, now, HEADERS, CURL)
     print(f"\nThe API keeps serving on {base} (OpenAPI: {base}/docs); `make api-stop` stops it,")
     print("`make speed-stop` the speed layer, `make down` the local stack.")
     print(f"\nThe dashboard: {base}/  (open it in a browser; it refreshes while the speed layer runs)")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence, Set
-from datetime import timedelta
 from typing import Any
 
 from serving_layer import merge
@@ -52,7 +51,7 @@ from serving_layer.model import (
 from serving_layer.queries import SITE_VIEW, ReadAfter, SeriesQuery, TopQuery
 from serving_layer.readiness import per_site, readiness
 from serving_layer.snapshot import Snapshot, Snapshots
-from serving_layer.tiling import DAY, Tile, buckets, days_covering, floor_day, tile
+from serving_layer.tiling import Tile, buckets, ceil_day, days_covering, floor_day, tile
 from stores.base import PV, SKETCH, VISIT_FIELDS, BatchReader, DocRef, RealtimeReader
 from views import all_views, describe
 from views.scopes import scope_of
@@ -246,8 +245,7 @@ class QueryEngine:
             if not needs or {k for k, _ in best} <= set(guess) or attempt == 3:
                 break
             guess = [k for k, _ in best]
-        start = floor_day(q.start)
-        end = floor_day(q.end) + (DAY if q.end != floor_day(q.end) else timedelta(0))
+        start, end = floor_day(q.start), ceil_day(q.end)
         total_pv = sum(totals.values())
         if not needs:
             return TopAnswer(q, start, end, best, snap.coverage, None, total_pv)

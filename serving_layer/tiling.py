@@ -23,6 +23,10 @@ DAY = timedelta(days=1)
 class Granularity(StrEnum):
     HOUR = "hour"
     DAY = "day"
+    WEEK = "week"
+    """ISO 8601 weeks: Monday 00:00 UTC to the next Monday."""
+    MONTH = "month"
+    """Calendar months, UTC."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,42 @@ def floor_day(t: datetime) -> datetime:
     return t.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+def ceil_day(t: datetime) -> datetime:
+    """The end of the UTC day ``t`` lies in, or ``t`` itself at midnight."""
+    day = floor_day(t)
+    return day if day == t else day + DAY
+
+
+def floor_week(t: datetime) -> datetime:
+    """The start of ``t``'s ISO week: its Monday, 00:00."""
+    return floor_day(t) - timedelta(days=t.weekday())
+
+
+def floor_month(t: datetime) -> datetime:
+    return floor_day(t).replace(day=1)
+
+
+def next_month(t: datetime) -> datetime:
+    """The first day of the month after ``t``'s, 00:00."""
+    first = floor_month(t)
+    return (
+        first.replace(year=first.year + 1, month=1)
+        if first.month == 12
+        else first.replace(month=first.month + 1)
+    )
+
+
+def period_end(t: datetime, granularity: Granularity) -> datetime:
+    """The end of the hour, UTC day, ISO week or month that ``t`` lies in."""
+    if granularity is Granularity.HOUR:
+        return t.replace(minute=0, second=0, microsecond=0) + HOUR
+    if granularity is Granularity.DAY:
+        return floor_day(t) + DAY
+    if granularity is Granularity.WEEK:
+        return floor_week(t) + 7 * DAY
+    return next_month(t)
+
+
 def is_hour_aligned(t: datetime) -> bool:
     return t.minute == 0 and t.second == 0 and t.microsecond == 0
 
@@ -81,7 +121,8 @@ def tile(start: datetime, end: datetime) -> tuple[Tile, ...]:
 
 @memo("api_tiling_cache_bytes")
 def buckets(start: datetime, end: datetime, granularity: Granularity) -> tuple[Bucket, ...]:
-    """The series buckets of ``[start, end)``: every hour, or every UTC day cut to the range (cached)."""
+    """The series buckets of ``[start, end)``: every hour, or every UTC day, ISO week or calendar
+    month, the first and last cut to the range (cached)."""
     out: list[Bucket] = []
     t = start
     while t < end:
@@ -89,7 +130,7 @@ def buckets(start: datetime, end: datetime, granularity: Granularity) -> tuple[B
             nxt = t + HOUR
             out.append(Bucket(t, nxt, (Tile(t.date().isoformat(), t.hour),)))
         else:
-            nxt = min(end, floor_day(t) + DAY)
+            nxt = min(end, period_end(t, granularity))
             out.append(Bucket(t, nxt, tile(t, nxt)))
         t = nxt
     return tuple(out)

@@ -1,11 +1,12 @@
 // The dashboard: one site's traffic from the public API (GET /v1/timeseries, /v1/breakdown,
 // /v1/status): the six numbers of the range (unique visitors, visits, page views, views per visit,
-// bounce rate, visit duration) with their exactness, a chart of the chosen one, six breakdowns,
+// bounce rate, visit duration) with their exactness and, if asked, their change against a
+// comparison range, a chart of the chosen one, six breakdowns (each table downloadable as CSV),
 // live numbers and the freshness of what is shown.
 //
 // No build step: an ES module that imports the vendored uPlot. All requests go to this origin
 // (relative URLs, so the API may sit behind a path prefix). The state lives in the page's query
-// string (?site=&range=&granularity=&metric=&from=&to=&refresh=), so a view can be bookmarked or
+// string (?site=&range=&granularity=&compare=&metric=&from=&to=&refresh=), so a view can be bookmarked or
 // shared.
 
 import uPlot from "./vendor/uplot/uPlot.esm.js";
@@ -13,6 +14,9 @@ import uPlot from "./vendor/uplot/uPlot.esm.js";
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const RANGES = { "24h": 1, "7d": 7, "30d": 30 };
+const GRANULARITIES = ["hour", "day", "week", "month"];
+// What the top numbers may be compared with (the API's `compare`), as the page says it.
+const COMPARISONS = { previous_period: "the previous period", year_over_year: "a year earlier" };
 // The metrics of /v1/timeseries and /v1/breakdown (Plausible's names), in the order shown.
 const METRICS = ["visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration"];
 const METRIC_NAMES = {
@@ -49,7 +53,8 @@ const params = new URLSearchParams(location.search);
 const state = {
   site: params.get("site") || "",
   range: params.get("range") in RANGES || params.get("range") === "custom" ? params.get("range") : "24h",
-  granularity: params.get("granularity") === "day" ? "day" : "hour",
+  granularity: GRANULARITIES.includes(params.get("granularity")) ? params.get("granularity") : "hour",
+  compare: params.get("compare") in COMPARISONS ? params.get("compare") : "",
   metric: METRICS.includes(params.get("metric")) ? params.get("metric") : "visitors",
   from: parseUtc(params.get("from")),
   to: parseUtc(params.get("to")),
@@ -58,7 +63,7 @@ const state = {
 if (state.range === "custom" && (state.from === null || state.to === null)) state.range = "24h";
 
 // What the page shows, kept for whoever wants to check it against the API (the tests do).
-const view = { query: null, series: null, breakdowns: {}, status: null, live: null, chart: null, metric: null };
+const view = { query: null, series: null, breakdowns: {}, status: null, live: null, chart: null, metric: null, queries: {}, downloaded: null };
 window.dashboard = view;
 let mainLoads = 0;
 let liveLoads = 0;
@@ -195,11 +200,11 @@ function askKey(message) {
   return keyPrompt;
 }
 
-async function api(path, query = {}, signal = undefined) {
+async function api(path, query = {}, signal = undefined, accept = "application/json") {
   const url = new URL(path, document.baseURI);
   for (const [k, v] of Object.entries(query)) if (v != null && v !== "") url.searchParams.set(k, v);
   for (;;) {
-    const headers = { Accept: "application/json" };
+    const headers = { Accept: accept };
     const key = sessionStorage.getItem(KEY_STORAGE);
     if (key) headers.Authorization = `Bearer ${key}`;
     let response;
@@ -209,7 +214,8 @@ async function api(path, query = {}, signal = undefined) {
       if (error.name === "AbortError") throw error;
       throw new ApiError(0, "the API does not answer");
     }
-    const body = await response.json().catch(() => null);
+    const text = response.ok && accept !== "application/json";
+    const body = text ? await response.text() : await response.json().catch(() => null);
     if (response.status === 401) {
       if (key && sessionStorage.getItem(KEY_STORAGE) === key) sessionStorage.removeItem(KEY_STORAGE);
       await askKey(key ? `The API refused the key: ${detailOf(body) || "unknown or revoked"}. Enter another.` : "This API needs a key with the read scope.");
@@ -223,7 +229,7 @@ async function api(path, query = {}, signal = undefined) {
 /** [from, to) of the state: presets end with the current hour (the current day for daily series). */
 function windowOf(now = Date.now()) {
   if (state.range === "custom") return { from: state.from, to: state.to };
-  const unit = state.granularity === "day" && state.range !== "24h" ? DAY : HOUR;
+  const unit = state.granularity !== "hour" && state.range !== "24h" ? DAY : HOUR;
   const to = Math.floor(now / unit) * unit + unit;
   return { from: to - RANGES[state.range] * DAY, to };
 }
@@ -376,7 +382,36 @@ function visitorsTile(el, v) {
   }
 }
 
-/** The six numbers of the range, each with what the answer says of its exactness. */
+/** A change in percent as the page shows it, against what it compares with. */
+function fmtChange(change, compare) {
+  if (change == null) return `no change in % (nothing in ${COMPARISONS[compare]})`;
+  const sign = change > 0 ? "+" : change < 0 ? "−" : "±";
+  return `${sign}${percent.format(Math.abs(change))}% vs ${COMPARISONS[compare]}`;
+}
+
+/** The change of one of the six numbers against the comparison range (the answer's `change`). */
+function renderChange(tile, metric, answer) {
+  let small = tile.querySelector(".change");
+  if (!answer || !answer.comparison) {
+    if (small) small.remove();
+    delete tile.dataset.change;
+    return;
+  }
+  if (!small) {
+    small = document.createElement("small");
+    small.className = "change";
+    tile.append(small);
+  }
+  const change = answer.change[metric];
+  const c = answer.comparison;
+  tile.dataset.change = change == null ? "" : String(change);
+  small.textContent = fmtChange(change, c.compare);
+  small.title = `${fmtTime(Date.parse(c.from))} to ${fmtTime(Date.parse(c.to))}: ${figure(metric, c.total[metric]).text}`;
+  small.classList.toggle("up", change > 0);
+  small.classList.toggle("down", change < 0);
+}
+
+/** The six numbers of the range, each with what the answer says of its exactness (and its change). */
 function renderTotals(answer) {
   for (const metric of METRICS) {
     const value = answer.total[metric];
@@ -389,6 +424,7 @@ function renderTotals(answer) {
     const small = tile.querySelector(".exactness");
     small.textContent = e.text;
     small.title = e.reason;
+    renderChange(tile, metric, answer);
   }
 }
 
@@ -399,6 +435,44 @@ function clearTotals() {
     tile.dataset.value = "";
     delete tile.dataset.exact;
     tile.querySelector(".exactness").textContent = "";
+    renderChange(tile, metric, null);
+  }
+}
+
+// --- CSV downloads: each table as the API answers it in CSV (`format=csv`) ----------------------
+
+/** Fetches the CSV of a shown table (with the key in the header, so not a plain link) and saves it. */
+async function download(name) {
+  const asked = view.queries[name];
+  if (!asked) return;
+  const csv = await api(asked.path, { ...asked.query, format: "csv" }, undefined, "text/csv");
+  view.downloaded = { name, path: asked.path, query: asked.query, csv };
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(new Blob([csv], { type: "text/csv" }));
+  link.download = `${name}-${asked.query.from.slice(0, 13)}.csv`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+}
+
+/** A "Download CSV" button in each panel with a table (added here, so a new breakdown panel has one). */
+function setupDownloads() {
+  const panels = [[$("overview"), "series"], ...BREAKDOWNS.map((b) => [b.section, b.dimension])];
+  for (const [panel, name] of panels) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "download";
+    button.dataset.table = name;
+    button.textContent = "Download CSV";
+    button.setAttribute("aria-label", `Download ${panel.querySelector("h2").textContent.toLowerCase()} as CSV`);
+    button.addEventListener("click", () =>
+      download(name).catch((error) => {
+        problems.main = problemOf(error);
+        showBanner();
+      }),
+    );
+    panel.querySelector("h2").after(button);
   }
 }
 
@@ -531,11 +605,18 @@ async function loadMain() {
   const { from, to } = windowOf();
   const range = { from: iso(from), to: iso(to) };
   view.query = { site: state.site, granularity: state.granularity, metrics: METRICS.join(","), ...range };
-  $("range-label").textContent = `${fmtTime(from)} to ${fmtTime(to)} (exclusive), per ${state.granularity}`;
+  if (state.compare) view.query.compare = state.compare;
+  view.queries = { series: { path: "v1/timeseries", query: { dimension: "site", ...view.query } } };
+  for (const b of BREAKDOWNS) {
+    const query = { site: state.site, dimension: b.dimension, metrics: b.metrics.join(","), limit: BREAKDOWN_LIMIT, ...range };
+    view.queries[b.dimension] = { path: "v1/breakdown", query };
+  }
+  const compared = state.compare ? `, compared with ${COMPARISONS[state.compare]}` : "";
+  $("range-label").textContent = `${fmtTime(from)} to ${fmtTime(to)} (exclusive), per ${state.granularity}${compared}`;
   document.body.setAttribute("aria-busy", "true");
   const requests = [
-    api("v1/timeseries", { site: state.site, dimension: "site", granularity: state.granularity, metrics: view.query.metrics, ...range }, controller.signal),
-    ...BREAKDOWNS.map((b) => api("v1/breakdown", { site: state.site, dimension: b.dimension, metrics: b.metrics.join(","), limit: BREAKDOWN_LIMIT, ...range }, controller.signal)),
+    api(view.queries.series.path, view.queries.series.query, controller.signal),
+    ...BREAKDOWNS.map((b) => api(view.queries[b.dimension].path, view.queries[b.dimension].query, controller.signal)),
   ];
   const [series, ...breakdowns] = await Promise.allSettled(requests);
   if (controller.signal.aborted) return;
@@ -603,6 +684,7 @@ function liveLoop() {
 
 function saveState() {
   const q = new URLSearchParams({ site: state.site, range: state.range, granularity: state.granularity, metric: state.metric });
+  if (state.compare) q.set("compare", state.compare);
   if (state.range === "custom") {
     q.set("from", iso(state.from));
     q.set("to", iso(state.to));
@@ -637,6 +719,7 @@ function setupControls() {
   const form = $("controls");
   for (const radio of form.elements.range) radio.checked = radio.value === state.range;
   $("granularity").value = state.granularity;
+  $("compare").value = state.compare;
   for (const radio of document.querySelectorAll("input[name=metric]")) radio.checked = radio.value === state.metric;
   $("custom").hidden = state.range !== "custom";
   const { from, to } = windowOf();
@@ -650,6 +733,10 @@ function setupControls() {
   });
   $("granularity").addEventListener("change", (e) => {
     state.granularity = e.target.value;
+    changed();
+  });
+  $("compare").addEventListener("change", (e) => {
+    state.compare = e.target.value;
     changed();
   });
   // The chart shows another of the six numbers: redrawn from the answer shown, no new query.
@@ -702,6 +789,7 @@ async function loadSites() {
 
 async function start() {
   setupControls();
+  setupDownloads();
   while (!(await loadSites())) await new Promise((r) => setTimeout(r, state.refreshS * 1000));
   saveState();
   await loadMain();

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
-from api import render, scoping
+from api import compare, export, render
 from api.deps import BreakdownRequestDep, EngineDep, ReaderDep, TimeseriesRequestDep, engine_of, query_openapi
 from api.params import BreakdownParams, TimeseriesParams
 from api.routes.queries import QUERY_ERRORS
@@ -49,15 +49,16 @@ async def dimensions(engine: EngineDep, _: ReaderDep) -> render.JsonBytes:
     openapi_extra=query_openapi(TimeseriesParams),
     summary="The metrics (visitors, visits, page views, ...) of one value of a dimension, per hour or day",
 )
-async def timeseries(request: Request, r: TimeseriesRequestDep) -> render.JsonBytes:
+async def timeseries(request: Request, r: TimeseriesRequestDep) -> Response:
     """The metrics asked for (default: page views and unique visitors) from one snapshot of the
     served generation's batch and realtime views: exact page views, unique visitors (HLL with 95%
     bounds, exact when one batch bucket answers alone), and visits, views per visit, bounce rate
     and visit duration (exact unless `exactness` says otherwise). A metric the dimension does not
     count is a 422 naming `metrics`."""
-    engine = engine_of(request)
-    answer = await engine.series(r.query, r.after)
-    return render.json_response(render.timeseries(answer, r.site, r.value, r.metrics))
+    answer, compared = await compare.series(engine_of(request), r)
+    return export.respond(
+        request, render.timeseries(answer, r.site, r.value, r.metrics, compared), export.TIMESERIES
+    )
 
 
 @router.get(
@@ -67,10 +68,11 @@ async def timeseries(request: Request, r: TimeseriesRequestDep) -> render.JsonBy
     openapi_extra=query_openapi(BreakdownParams),
     summary="The top values of a dimension over whole UTC days, with their metrics and totals",
 )
-async def breakdown(request: Request, r: BreakdownRequestDep) -> render.JsonBytes:
+async def breakdown(request: Request, r: BreakdownRequestDep) -> Response:
     """Values ranked by page views (by visits for entry_page and exit_page; ties by value) over the
     UTC days the range touches, each with the metrics asked for (default: page views and unique
     visitors); `totals` over every value of the site."""
-    engine = engine_of(request)
-    answer = await scoping.ranked(engine, r)
-    return render.json_response(render.breakdown(answer, r.per_site, r.metrics))
+    answer, compared = await compare.ranked(engine_of(request), r)
+    return export.respond(
+        request, render.breakdown(answer, r.per_site, r.metrics, compared), export.BREAKDOWN
+    )

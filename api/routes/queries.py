@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
-from api import render
+from api import export, render
 from api.deps import SeriesRequestDep, TopRequestDep, engine_of, query_openapi
 from api.params import SeriesParams, TopParams
 from api.routes.responses import GUARD_ERRORS
@@ -22,6 +22,7 @@ from api.schemas import (
 router = APIRouter(prefix="/v1", tags=["queries"])
 
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **export.CSV_RESPONSE,
     **GUARD_ERRORS,
     422: {
         "model": ValidationErrorResponse,
@@ -47,11 +48,13 @@ QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     openapi_extra=query_openapi(SeriesParams),
     summary="Page views of a URL or a site, per hour or day",
 )
-async def pageviews(request: Request, r: SeriesRequestDep) -> render.JsonBytes:
+async def pageviews(request: Request, r: SeriesRequestDep) -> Response:
     """Exact page views: the served generation's batch views plus its realtime views. With Redis
     down the answer comes from the batch views alone and says so (`partial`, `missing`, `covers`)."""
     engine = engine_of(request)
-    return render.json_response(render.pageviews(await engine.pageviews(r.query, r.after)))
+    return export.respond(
+        request, render.pageviews(await engine.pageviews(r.query, r.after)), export.PAGEVIEWS
+    )
 
 
 @router.get(
@@ -61,11 +64,12 @@ async def pageviews(request: Request, r: SeriesRequestDep) -> render.JsonBytes:
     openapi_extra=query_openapi(SeriesParams),
     summary="Unique visitors of a URL or a site, per bucket and over the whole range",
 )
-async def unique_visitors(request: Request, r: SeriesRequestDep) -> render.JsonBytes:
+async def unique_visitors(request: Request, r: SeriesRequestDep) -> Response:
     """HLL estimates with 95% bounds (the union of bucket sketches, never a sum), or exact counts
     when the batch views alone answer a single stored bucket (`exact: true`)."""
     engine = engine_of(request)
-    return render.json_response(render.unique_visitors(await engine.unique_visitors(r.query, r.after)))
+    answer = await engine.unique_visitors(r.query, r.after)
+    return export.respond(request, render.unique_visitors(answer), export.UNIQUE_VISITORS)
 
 
 @router.get(
@@ -75,8 +79,8 @@ async def unique_visitors(request: Request, r: SeriesRequestDep) -> render.JsonB
     openapi_extra=query_openapi(TopParams),
     summary="The URLs with the most page views over whole UTC days",
 )
-async def top_urls(request: Request, r: TopRequestDep) -> render.JsonBytes:
+async def top_urls(request: Request, r: TopRequestDep) -> Response:
     """Rankings are kept per UTC day, so the range is rounded outwards to whole days; `from` and
     `to` of the answer say which days were ranked. Counts are exact (batch ranking + realtime)."""
     engine = engine_of(request)
-    return render.json_response(render.top(await engine.top(r.query, r.after)))
+    return export.respond(request, render.top(await engine.top(r.query, r.after)), export.TOP_URLS)

@@ -196,7 +196,7 @@ def test_payload_limits_and_the_api_key(bare: Settings) -> None:
             {"url": "https://a.example.com/", "from": "2026-11-20T05:00:00Z", "to": "2026-11-20T04:00:00Z"},
             "from",
         ),
-        ({"url": "https://a.example.com/", "granularity": "week"}, "granularity"),
+        ({"url": "https://a.example.com/", "granularity": "year"}, "granularity"),
         (
             {"url": "https://a.example.com/", "from": "2026-01-01T00:00:00Z", "to": "2026-11-01T00:00:00Z"},
             "to",

@@ -515,3 +515,40 @@ def test_with_keys_required_the_page_asks_for_a_key_once_and_sends_it_in_a_heade
         browser.refresh()
         wait_for("the key form again", lambda: browser.find_element(By.ID, "key-form").is_displayed())
     browser.get("about:blank")
+
+
+def test_the_top_numbers_show_the_comparison_and_each_table_downloads_as_the_api_csv(
+    browser: WebDriver, base: str
+) -> None:
+    """``compare=previous_period``: each of the six numbers shows the answer's change in percent;
+    weeks as the granularity; every table's "Download CSV" saves the API's CSV of that table."""
+    browser.get_log("browser")  # what earlier tests left (their stores down) is not this test's
+    open_dashboard(browser, base, range="24h", granularity="week", compare="previous_period")
+    q = shown_query(browser)
+    assert q["compare"] == "previous_period" and q["granularity"] == "week"
+    answer = assert_page_equals_api(browser, base)
+    assert answer["comparison"]["compare"] == "previous_period"
+    for m in METRICS:
+        tile = browser.find_element(By.CSS_SELECTOR, f'#metric [data-metric="{m}"]')
+        change = answer["change"][m]
+        assert shown_value(tile.get_attribute("data-change")) == change, m
+        shown = tile.find_element(By.CSS_SELECTOR, ".change").text
+        assert "vs the previous period" in shown if change is not None else "nothing in" in shown, (m, shown)
+
+    for name in ("series", *BREAKDOWNS):
+        browser.execute_script("window.dashboard.downloaded = null")
+        browser.find_element(By.CSS_SELECTOR, f'button.download[data-table="{name}"]').click()
+        got = wait_for(
+            f"the CSV of {name}", lambda: browser.execute_script("return window.dashboard.downloaded")
+        )
+        assert got["name"] == name
+        expected = httpx.get(f"{base}/{got['path']}", params={**got["query"], "format": "csv"}, timeout=30)
+        assert expected.status_code == 200 and got["csv"] == expected.text, name
+        assert got["csv"].startswith("period,from,to,row,"), name
+
+    # Without a comparison, the numbers show no change.
+    after_next_load(browser, lambda: Select(browser.find_element(By.ID, "compare")).select_by_value(""))
+    assert "compare" not in shown_query(browser) and "compare=" not in browser.current_url
+    assert browser.find_elements(By.CSS_SELECTOR, "#metric .change") == []
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []

@@ -46,6 +46,7 @@ from serving_layer import (
     UniqueVisitorsAnswer,
 )
 from serving_layer.answers import Visits, VisitsExactness
+from serving_layer.comparison import Compare, Compared
 
 BASE = datetime(2026, 11, 20, tzinfo=UTC)
 END = BASE + timedelta(days=2)
@@ -92,6 +93,23 @@ def assert_conforms(content: dict[str, Any], model: type[BaseModel]) -> None:
     parsed = model.model_validate_json(body)
     assert orjson.loads(parsed.model_dump_json(by_alias=True)) == orjson.loads(body)
     assert_key_order(orjson.loads(body), parsed)
+
+
+def countries(exactness: VisitsExactness | None = None) -> TopAnswer:
+    """A breakdown by country with every metric."""
+    return TopAnswer(
+        TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
+        BASE,
+        END,
+        [("shop.example.com|DE", 50), ("shop.example.com|US", 7)],
+        FULL,
+        [ESTIMATE, EXACT],
+        80,
+        ESTIMATE,
+        [VISITS, Visits()],
+        VISITS,
+        exactness or VisitsExactness(),
+    )
 
 
 def series_query(view: str, key: str) -> SeriesQuery:
@@ -160,6 +178,34 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
         ),
         TimeseriesResponse,
     ),
+    "timeseries compared with the previous period, realtime missing in it": (
+        lambda: render.timeseries(
+            SeriesAnswer(
+                series_query("site", "shop.example.com"),
+                [SeriesPoint(t, 10 + i, EXACT, VISITS) for i, t in enumerate(points(48))],
+                5928,
+                ESTIMATE,
+                FULL,
+                VISITS,
+            ),
+            "shop.example.com",
+            "shop.example.com",
+            ALL,
+            Compared(
+                Compare.PREVIOUS_PERIOD,
+                SeriesAnswer(
+                    SeriesQuery("site", "shop.example.com", BASE - (END - BASE), BASE, Granularity.HOUR),
+                    [SeriesPoint(t - (END - BASE), 0, EXACT, Visits()) for t in points(48)],
+                    0,
+                    EXACT,
+                    PARTIAL,
+                    Visits(),
+                    VisitsExactness(False, "a late view", ("2026-11-19",)),
+                ),
+            ),
+        ),
+        TimeseriesResponse,
+    ),
     "timeseries of a site-less dimension": (
         lambda: render.timeseries(
             SeriesAnswer(series_query("site", "shop.example.com"), [], 0, EXACT, PARTIAL),
@@ -221,21 +267,32 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
     ),
     "breakdown with every metric": (
         lambda: render.breakdown(
-            TopAnswer(
-                TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
-                BASE,
-                END,
-                [("shop.example.com|DE", 50), ("shop.example.com|US", 7)],
-                FULL,
-                [ESTIMATE, EXACT],
-                80,
-                ESTIMATE,
-                [VISITS, Visits()],
-                VISITS,
-                VisitsExactness(False, "a late view", ("2026-11-20", "2026-11-21")),
-            ),
+            countries(VisitsExactness(False, "a late view", ("2026-11-20", "2026-11-21"))),
             per_site=True,
             metrics=ALL,
+        ),
+        BreakdownResponse,
+    ),
+    "breakdown compared a year earlier": (
+        lambda: render.breakdown(
+            countries(),
+            per_site=True,
+            metrics=ALL,
+            compared=Compared(
+                Compare.YEAR_OVER_YEAR,
+                TopAnswer(
+                    TopQuery("country", BASE, END, 2, "shop.example.com", visitors=True, visits=True),
+                    BASE.replace(year=2025),
+                    END.replace(year=2025),
+                    [("shop.example.com|FR", 3)],
+                    FULL,
+                    [EXACT],
+                    3,
+                    EXACT,
+                    [Visits(2, 1, 60, 3)],
+                    Visits(2, 1, 60, 3),
+                ),
+            ),
         ),
         BreakdownResponse,
     ),
@@ -311,3 +368,11 @@ def test_the_check_sees_a_key_the_model_lacks_and_a_reordered_key() -> None:
         assert_conforms({**good, "extra": 1}, TopUrlsResponse)
     with pytest.raises(AssertionError):
         assert_conforms({"limit": good.pop("limit"), **good}, TopUrlsResponse)
+
+
+@pytest.mark.parametrize("model", [TimeseriesResponse, BreakdownResponse])
+def test_the_documented_examples_are_answers_of_their_model(model: type[BaseModel]) -> None:
+    examples = (model.model_config.get("json_schema_extra") or {}).get("examples")
+    assert examples
+    for example in examples:
+        model.model_validate(example)
