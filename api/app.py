@@ -9,6 +9,7 @@ Errors are never a silent wrong number:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -20,13 +21,14 @@ from fastapi.openapi.utils import get_openapi
 
 from api import render
 from api.auth import Authenticator, check_binding, mode_note
+from api.collect.collector import Collector
 from api.concurrency import ConcurrencyLimit
 from api.cost import TooCostly
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.ratelimit import RateLimiter
-from api.routes import dashboard, dimensions, events, ops, queries
+from api.routes import collect, dashboard, dimensions, events, ops, queries
 from api.services import Services
 from config import memo
 from config.settings import Settings, get_settings
@@ -43,6 +45,7 @@ from stores.mongo.api_keys import MongoApiKeyStore
 from stores.mongo.client import connect_async
 from stores.mongo.manifest import MongoManifestReader
 from stores.mongo.reader import MongoBatchReader
+from stores.mongo.salts import MongoSaltStore
 from stores.redis.reader import RedisRealtimeReader, connect
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,7 @@ def build_services(settings: Settings) -> Services:
         auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
         rate=RateLimiter(settings.api_rate_limit),
         close_stores=_closer(redis_client.aclose, mongo.close),
+        collect=Collector(settings, MongoSaltStore(mongo[settings.mongo_db]), metrics.registry),
     )
 
 
@@ -166,9 +170,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.collect_sites:  # read the country database now, not in the first page view
+            await asyncio.to_thread(services.collect.countries.load)
         try:
             yield
         finally:
+            services.collect.close()
             services.ingest.close()
             services.kafka.close()
             await services.close_stores()
@@ -186,6 +193,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(queries.router)
     app.include_router(dimensions.router)
     app.include_router(events.router)
+    app.include_router(collect.router)
     app.include_router(ops.router)
     app.include_router(dashboard.router)
     _install_error_handlers(app, services)
