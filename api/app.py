@@ -21,6 +21,7 @@ from fastapi.openapi.utils import get_openapi
 
 from api import render
 from api.auth import Authenticator, check_binding, mode_note
+from api.collect import access_log
 from api.collect.collector import Collector
 from api.concurrency import ConcurrencyLimit
 from api.cost import TooCostly
@@ -166,6 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     check_binding(settings, settings.api_host)
     memo.configure(settings)
     services = build_services(settings)
+    access_log.install()  # no client address of /api/event in uvicorn's access log
     log.info("API authentication: %s", mode_note(settings))
 
     @asynccontextmanager

@@ -28,7 +28,7 @@ from pymongo.errors import PyMongoError
 from api.collect.address import client_address, networks
 from api.collect.country import CountryLookup
 from api.collect.payload import PAGEVIEW, CollectAnswer, TrackerEvent, page_url, parse
-from api.collect.producer import AckedProducer
+from api.collect.producer import AckedProducer, RecordSender
 from api.collect.visitors import VisitorIds
 from config.settings import Settings
 from contract import ContractError, encode, validate
@@ -65,7 +65,7 @@ class Collector:
         settings: Settings,
         salts: SaltStore,
         registry: CollectorRegistry,
-        producer: AckedProducer | None = None,
+        producer: RecordSender | None = None,
         countries: CountryLookup | None = None,
     ) -> None:
         self.settings = settings
@@ -73,7 +73,7 @@ class Collector:
         self.origins = allowed_origins(settings)
         self.proxies = networks(settings.collect_trusted_proxies)
         self.visitors = VisitorIds(salts)
-        self.producer = producer or AckedProducer(settings)
+        self.producer: RecordSender = producer or AckedProducer(settings)
         self.countries = countries or CountryLookup()
         self.bounds = bounds_from(settings)
         self.results = Counter(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -24,6 +24,16 @@ from config.settings import Settings
 from ingest.producer import producer_config
 
 POLL_S = 0.05
+
+
+class RecordSender(Protocol):
+    """What the collector needs of a producer (an in-memory recorder in unit tests)."""
+
+    async def send(
+        self, topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, Any]] | None = None
+    ) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
 
 
 class AckedProducer:
