@@ -24,6 +24,7 @@ import httpx
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from api.auth import mode_note
+from api.collect.snippet import snippet
 from api.credentials import new_key
 from config.settings import Settings, get_settings
 from ingest.topics import log_end_offsets
@@ -192,7 +193,20 @@ def main() -> int:
     print("`make speed-stop` the speed layer, `make down` the local stack.")
     print(f"\nThe dashboard: {base}/  (open it in a browser; it refreshes while the speed layer runs)")
     print(f"API authentication: {mode_note(settings)}")
+    _print_snippet(settings, base)
     return 0
+
+
+def _print_snippet(settings: Settings, base: str) -> None:
+    """How a real site sends its page views here: the official Plausible tracker, one line."""
+    site = settings.collect_sites[0] if settings.collect_sites else "shop.example.com"
+    print("\nCollect from your own site: copy the tracker's browser build (npm package")
+    print("@plausible-analytics/tracker, file plausible.js) to /js/ on the site, and add to each page:")
+    print(f"\n  {snippet(base, site)}\n")
+    if site not in settings.collect_sites:
+        print(f"then restart the API with LAMBDA_COLLECT_SITES='[\"{site}\"]' (the sites it collects).")
+    print("Privacy: no cookie, no stored address; visitor ids are hashed with a salt that changes every")
+    print('UTC day and is deleted after two (README, "Collecting from web pages").')
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ def test_unknown_sites_origins_and_bad_payloads_are_refused_naming_the_field() -
 
 def test_bots_are_dropped_only_when_the_setting_says_so() -> None:
     bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
-    kept, rec = collector()
+    kept, _ = collector()
     assert (
         post(kept, {"n": "pageview", "u": "https://shop.example.com/", "d": SITE}, ua=bot).result == "counted"
     )
