@@ -21,9 +21,9 @@ from fastapi.openapi.utils import get_openapi
 
 from api import render
 from api.auth import Authenticator, check_binding, mode_note
-from api.collect import access_log
+from api.collect import COLLECT_PATH, access_log
 from api.collect.collector import Collector
-from api.concurrency import ConcurrencyLimit
+from api.concurrency import EXEMPT, ConcurrencyLimit
 from api.cost import TooCostly
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
@@ -201,7 +201,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _install_error_handlers(app, services)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     app.add_middleware(
-        ConcurrencyLimit, limit=settings.api_max_concurrency, retry_after_s=settings.api_retry_after_s
+        ConcurrencyLimit,
+        limit=settings.api_max_concurrency,
+        retry_after_s=settings.api_retry_after_s,
+        exempt=EXEMPT | {COLLECT_PATH},
+    )
+    app.add_middleware(  # page views mostly wait for Kafka's acknowledgement: a limit of their own
+        ConcurrencyLimit,
+        limit=settings.collect_max_in_flight,
+        retry_after_s=settings.api_retry_after_s,
+        setting="LAMBDA_COLLECT_MAX_IN_FLIGHT",
+        paths=frozenset({COLLECT_PATH}),
     )
     if settings.api_cors_origins:  # none by default: a browser reads answers of this origin only
         app.add_middleware(

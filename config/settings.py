@@ -280,6 +280,13 @@ class Settings(BaseSettings):
         description="Drop (answer, but do not produce) page views whose user agent the device rules "
         "call a bot (views.devices); each drop is counted in /metrics.",
     )
+    collect_max_in_flight: int = Field(
+        1024,
+        ge=1,
+        description="POST /api/event requests one worker holds at once (each waits for Kafka's "
+        "acknowledgement, at most one body each); past it a 503 with Retry-After. Apart from "
+        "LAMBDA_API_MAX_CONCURRENCY, which the other routes share.",
+    )
     collect_max_body_bytes: int = Field(8192, ge=256, description="Largest POST /api/event body (413 above).")
 
     # --- the probes and timeouts of the local stack ---------------------------------------------

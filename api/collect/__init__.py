@@ -7,3 +7,5 @@ its country (:mod:`.country`), a visitor id hashed with a daily salt (:mod:`.vis
 builds a contract event that it validates and produces like ``POST /v1/events`` does
 (:mod:`.collector`, :mod:`.producer`).
 """
+
+COLLECT_PATH = "/api/event"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 
+from api.collect import COLLECT_PATH
+
 ACCESS_LOGGER = "uvicorn.access"
-COLLECT_PATH = "/api/event"
 
 
 class RedactCollectAddresses(logging.Filter):

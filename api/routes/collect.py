@@ -12,14 +12,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api import render
+from api.collect import COLLECT_PATH
 from api.collect.payload import CollectAnswer, TrackerEvent
 from api.deps import CollectorDep
 from api.events import read_body
 from api.schemas import ErrorResponse, ValidationErrorResponse
 
-router = APIRouter(prefix="/api", tags=["collect"])
-
-PATH = "/event"
+router = APIRouter(tags=["collect"])
 REQUEST_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -39,7 +38,7 @@ def _cors(origin: str | None) -> dict[str, str]:
 
 
 @router.post(
-    PATH,
+    COLLECT_PATH,
     status_code=202,
     response_model=CollectAnswer,
     responses={
@@ -69,7 +68,7 @@ async def collect_event(request: Request, collector: CollectorDep) -> render.Jso
     return render.json_response(answer.model_dump(), 202, _cors(origin))
 
 
-@router.options(PATH, include_in_schema=False)
+@router.options(COLLECT_PATH, include_in_schema=False)
 async def collect_preflight(request: Request, collector: CollectorDep) -> Response:
     """A page's own code may post JSON (a CORS preflight first); the tracker posts text/plain."""
     origin = request.headers.get("origin")
