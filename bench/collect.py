@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LAMBDA_COLLECT_SITES"] = json.dumps([SITE])
     os.environ["LAMBDA_COLLECT_TRUSTED_PROXIES"] = json.dumps(["127.0.0.1"])
     runs: dict[str, Any] = {}
+    load_before = os.getloadavg()
     with running_stack(settings), tempfile.TemporaryDirectory(prefix="bench-collect-") as tmp:
         ensure_topics(settings)
         api = start_api(settings, port)
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                 "warmup_seconds": args.warmup,
                 "load_tool": "vegeta (open loop)",
                 "distinct_requests": len(posts),
+                "load_average_before": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
             },
             "rates": runs,
         },

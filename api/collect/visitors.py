@@ -31,7 +31,7 @@ def visitor_hash(salt: bytes, site: str, address: str, user_agent: str) -> str:
     """The visitor id of (site, address, user agent) under ``salt``. Fields are joined with NUL,
     which none of them may contain, so two different triples never hash the same bytes."""
     digest = hashlib.blake2b(key=salt, digest_size=16, person=_PERSON)
-    digest.update(f"{site}\0{address}\0{user_agent}".encode())
+    digest.update(f"{site}\0{address}\0{user_agent}".encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 

@@ -21,6 +21,7 @@ from api.collect.address import client_address, networks
 from api.collect.collector import Collector, allowed_origins, clean_user_agent
 from api.collect.country import CountryLookup
 from api.collect.payload import page_url
+from api.collect.snippet import snippet
 from api.collect.visitors import VisitorIds, visitor_hash
 from api.events import InvalidEvents
 from config.settings import Settings
@@ -225,3 +226,10 @@ def test_bots_are_dropped_only_when_the_setting_says_so() -> None:
         == "dropped"
     )
     assert not rec2.records
+
+
+def test_the_snippet_loads_the_tracker_and_points_it_here() -> None:
+    line = snippet("https://analytics.example.com/", SITE)
+    assert line.startswith('<script type="module">import { init } from "/js/plausible.js"; init(')
+    config = orjson.loads(line.split("init(", 1)[1].removesuffix(");</script>"))
+    assert config == {"domain": SITE, "endpoint": "https://analytics.example.com/api/event"}
