@@ -39,7 +39,7 @@ class TrackerEvent(BaseModel):
         min_length=1, max_length=253, description="The site, as configured in LAMBDA_COLLECT_SITES."
     )
     r: str | None = Field(None, max_length=MAX_URL_LENGTH * 2, description="The page's referrer.")
-    w: int | None = Field(None, description="Screen width (not kept).")
+    w: float | None = Field(None, description="Screen width (not kept).")
     h: bool | None = Field(None, description="1: the page routes by its URL's fragment (kept in the path).")
     p: dict[str, Any] | str | None = Field(None, description="Custom properties (not kept).")
 
