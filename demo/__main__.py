@@ -204,7 +204,8 @@ def _print_snippet(settings: Settings, base: str) -> None:
     print("@plausible-analytics/tracker, file plausible.js) to /js/ on the site, and add to each page:")
     print(f"\n  {snippet(base, site)}\n")
     if site not in settings.collect_sites:
-        print(f"then restart the API with LAMBDA_COLLECT_SITES='[\"{site}\"]' (the sites it collects).")
+        print("and let the API collect the site (LAMBDA_COLLECT_SITES, the sites it collects):")
+        print(f"  make api-stop && LAMBDA_COLLECT_SITES='[\"{site}\"]' make api-start")
     print("Privacy: no cookie, no stored address; visitor ids are hashed with a salt that changes every")
     print('UTC day and is deleted after two (README, "Collecting from web pages").')
 
