@@ -9,6 +9,7 @@ import logging
 from datetime import date, timedelta
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from fastapi import HTTPException
@@ -16,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from api.collect import COLLECT_PATH
 from api.collect.access_log import RedactCollectAddresses
 from api.collect.address import client_address, networks
 from api.collect.collector import Collector, allowed_origins, clean_user_agent
@@ -23,6 +25,7 @@ from api.collect.country import CountryLookup
 from api.collect.payload import page_url
 from api.collect.snippet import snippet
 from api.collect.visitors import VisitorIds, visitor_hash
+from api.concurrency import EXEMPT, ConcurrencyLimit
 from api.events import InvalidEvents
 from config.settings import Settings
 from contract import decode
@@ -233,3 +236,32 @@ def test_the_snippet_loads_the_tracker_and_points_it_here() -> None:
     assert line.startswith('<script type="module">import { init } from "/js/plausible.js"; init(')
     config = orjson.loads(line.split("init(", 1)[1].removesuffix(");</script>"))
     assert config == {"domain": SITE, "endpoint": "https://analytics.example.com/api/event"}
+
+
+def test_collection_has_a_concurrency_limit_of_its_own() -> None:
+    """Page views waiting for Kafka do not take the query routes' slots, nor the other way round."""
+    gate = asyncio.Event()
+
+    async def slow(scope: Any, receive: Any, send: Any) -> None:
+        await gate.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    queries = ConcurrencyLimit(slow, 1, 5, exempt=EXEMPT | {COLLECT_PATH})
+    app = ConcurrencyLimit(
+        queries, 2, 5, setting="LAMBDA_COLLECT_MAX_IN_FLIGHT", paths=frozenset({COLLECT_PATH})
+    )
+
+    async def race() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            held = [asyncio.create_task(client.post(COLLECT_PATH)) for _ in range(2)]
+            held.append(asyncio.create_task(client.get("/v1/pageviews")))
+            await asyncio.sleep(0.1)
+            refused = [await client.post(COLLECT_PATH), await client.get("/v1/breakdown")]
+            gate.set()
+            return [*refused, *[await h for h in held]]
+
+    collect, query, *served = asyncio.run(race())
+    assert collect.status_code == 503 and "LAMBDA_COLLECT_MAX_IN_FLIGHT" in collect.json()["detail"]
+    assert query.status_code == 503 and "LAMBDA_API_MAX_CONCURRENCY" in query.json()["detail"]
+    assert [r.status_code for r in served] == [200, 200, 200]
