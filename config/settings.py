@@ -268,7 +268,7 @@ class Settings(BaseSettings):
     collect_origins: list[str] = Field(
         default_factory=list,
         description="Origins of the pages that post to /api/event (CORS; a browser's request from any "
-        "other origin is refused). Empty: https:// and http:// of each collected site.",
+        "other origin is refused). Empty: https:// and http:// of each collected site and of its www. twin.",
     )
     collect_trusted_proxies: list[str] = Field(
         default_factory=list,

@@ -43,12 +43,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def allowed_origins(settings: Settings) -> frozenset[str]:
-    """``LAMBDA_COLLECT_ORIGINS``, or https:// and http:// of each collected site."""
+    """``LAMBDA_COLLECT_ORIGINS``, or each collected site's and its ``www.`` twin's, https and http."""
     if settings.collect_origins:
         return frozenset(o.rstrip("/").lower() for o in settings.collect_origins)
-    return frozenset(
-        f"{scheme}://{site.lower()}" for site in settings.collect_sites for scheme in ("https", "http")
-    )
+    hosts = {h for site in settings.collect_sites for h in (site.lower(), f"www.{site.lower()}")}
+    return frozenset(f"{scheme}://{host}" for host in hosts for scheme in ("https", "http"))
 
 
 def clean_user_agent(raw: str | None) -> str | None:

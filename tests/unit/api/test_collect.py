@@ -113,7 +113,9 @@ def test_user_agents_fit_the_contract_and_origins_default_to_the_sites() -> None
     assert clean_user_agent("a\tb" + "x" * 600) == ("a b" + "x" * 600)[:512]
     assert clean_user_agent("") is None
     settings = Settings(collect_sites=[SITE])
-    assert allowed_origins(settings) == {f"https://{SITE}", f"http://{SITE}"}
+    assert allowed_origins(settings) == {
+        f"{s}://{h}" for s in ("https", "http") for h in (SITE, f"www.{SITE}")
+    }
     assert allowed_origins(settings.model_copy(update={"collect_origins": ["https://A.test/"]})) == {
         "https://a.test"
     }
