@@ -25,18 +25,15 @@ from rich.table import Table
 from bench.collect_load import SITE, tracker_posts
 from bench.common import running_stack, start_api, write_result
 from bench.vegeta import OpenLoop, installed
-from config.settings import Settings, get_settings
+from config.settings import get_settings
 from ingest.topics import ensure_topics
 
-
-def bench_settings(base: Settings) -> Settings:
-    return base.model_copy(
-        update={
-            "events_topic": "bench.collect.events",
-            "dlq_topic": "bench.collect.dlq",
-            "mongo_db": "bench_collect",
-        }
-    )
+STORES = {
+    "events_topic": "bench.collect.events",
+    "dlq_topic": "bench.collect.dlq",
+    "mongo_db": "bench_collect",
+}
+"""The bench's own topics and database (the salts of its visitor ids live there)."""
 
 
 def _cpu_seconds(process: psutil.Process) -> float:
@@ -52,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="API port (default: settings + 110)")
     args = parser.parse_args(argv)
     console = Console()
-    settings = bench_settings(get_settings())
+    settings = get_settings().model_copy(update=STORES)
     port = args.port or settings.api_port + 110
     load = OpenLoop(installed(settings.cache_dir))
     posts = tracker_posts(f"http://127.0.0.1:{port}/api/event")
