@@ -23,7 +23,7 @@ FILE   ?=
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime cluster-up cluster-down cluster-ps \
 	api api-start api-stop api-key-add api-key-list api-key-revoke test test-unit lint bench bench-figures bench-store bench-render bench-views bench-visits bench-speed \
-	bench-api bench-contract bench-soak soak clean-var
+	bench-api bench-collect bench-contract bench-soak soak clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -137,6 +137,7 @@ bench: ## every benchmark but the soak (make bench-soak, ten minutes of faults),
 	@$(PY) -m bench.batch
 	@$(PY) -m bench.speed
 	@$(PY) -m bench.api
+	@$(PY) -m bench.collect
 	@$(PY) -m bench.contract --compare --layers
 	@$(PY) -m bench.store
 	@$(PY) -m bench.render
@@ -168,6 +169,9 @@ bench-soak: ## the speed layer for 10 min under traffic, SIGKILLs, a Redis and a
 
 bench-contract: ## what the contract costs each layer: parse seconds per million records, and each layer's throughput with and without it
 	@$(PY) -m bench.contract --compare --layers
+
+bench-collect: ## POST /api/event on one uvicorn worker: requests/s, p50/p99 and CPU/request of tracker page views at several rates (vegeta open loop)
+	@$(PY) -m bench.collect
 
 bench-api: ## API benchmark: req/s, p50/p99 and CPU/request of three queries vs /healthz on 10M events, one and two uvicorn workers, vegeta load
 	@$(PY) -m bench.api

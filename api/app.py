@@ -9,6 +9,7 @@ Errors are never a silent wrong number:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -20,13 +21,15 @@ from fastapi.openapi.utils import get_openapi
 
 from api import render
 from api.auth import Authenticator, check_binding, mode_note
-from api.concurrency import ConcurrencyLimit
+from api.collect import COLLECT_PATH, access_log
+from api.collect.collector import Collector
+from api.concurrency import EXEMPT, ConcurrencyLimit
 from api.cost import TooCostly
 from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.ratelimit import RateLimiter
-from api.routes import dashboard, dimensions, events, ops, queries
+from api.routes import collect, dashboard, dimensions, events, ops, queries
 from api.services import Services
 from config import memo
 from config.settings import Settings, get_settings
@@ -43,6 +46,7 @@ from stores.mongo.api_keys import MongoApiKeyStore
 from stores.mongo.client import connect_async
 from stores.mongo.manifest import MongoManifestReader
 from stores.mongo.reader import MongoBatchReader
+from stores.mongo.salts import MongoSaltStore
 from stores.redis.reader import RedisRealtimeReader, connect
 
 log = logging.getLogger(__name__)
@@ -84,6 +88,7 @@ def build_services(settings: Settings) -> Services:
         auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
         rate=RateLimiter(settings.api_rate_limit),
         close_stores=_closer(redis_client.aclose, mongo.close),
+        collect=Collector(settings, MongoSaltStore(mongo[settings.mongo_db]), metrics.registry),
     )
 
 
@@ -162,13 +167,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     check_binding(settings, settings.api_host)
     memo.configure(settings)
     services = build_services(settings)
+    access_log.install()  # no client address of /api/event in uvicorn's access log
     log.info("API authentication: %s", mode_note(settings))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.collect_sites:  # read the country database now, not in the first page view
+            await asyncio.to_thread(services.collect.countries.load)
         try:
             yield
         finally:
+            services.collect.close()
             services.ingest.close()
             services.kafka.close()
             await services.close_stores()
@@ -186,12 +195,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(queries.router)
     app.include_router(dimensions.router)
     app.include_router(events.router)
+    app.include_router(collect.router)
     app.include_router(ops.router)
     app.include_router(dashboard.router)
     _install_error_handlers(app, services)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     app.add_middleware(
-        ConcurrencyLimit, limit=settings.api_max_concurrency, retry_after_s=settings.api_retry_after_s
+        ConcurrencyLimit,
+        limit=settings.api_max_concurrency,
+        retry_after_s=settings.api_retry_after_s,
+        exempt=EXEMPT | {COLLECT_PATH},
+    )
+    app.add_middleware(  # page views mostly wait for Kafka's acknowledgement: a limit of their own
+        ConcurrencyLimit,
+        limit=settings.collect_max_in_flight,
+        retry_after_s=settings.api_retry_after_s,
+        setting="LAMBDA_COLLECT_MAX_IN_FLIGHT",
+        paths=frozenset({COLLECT_PATH}),
     )
     if settings.api_cors_origins:  # none by default: a browser reads answers of this origin only
         app.add_middleware(

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from api import compare, cost, scoping
 from api.auth import Caller, require_scope
+from api.collect.collector import Collector
 from api.params import (
     BreakdownParams,
     SeriesParams,
@@ -70,7 +71,12 @@ def engine_of(request: Request) -> QueryEngine:
     return _services(request).engine
 
 
+async def get_collector(request: Request) -> Collector:
+    return _services(request).collect
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
+CollectorDep = Annotated[Collector, Depends(get_collector)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[QueryEngine, Depends(get_engine)]
 

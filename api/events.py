@@ -38,7 +38,7 @@ class InvalidEvents(Exception):
         self.errors = errors
 
 
-def _error(loc: list[str | int], msg: str, kind: str = "value_error") -> dict[str, Any]:
+def field_error(loc: list[str | int], msg: str, kind: str = "value_error") -> dict[str, Any]:
     return {"loc": loc, "msg": msg, "type": kind}
 
 
@@ -69,15 +69,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def load_json(body: bytes) -> Any:
+    """The body's JSON value, or InvalidEvents (a 422) saying where it is not JSON."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidEvents([field_error(["body"], f"is not valid JSON: {exc}", "json_invalid")]) from None
+
+
 def parse_events(body: bytes, settings: Settings) -> list[PageView]:
     """One event (a JSON object) or a batch (an array of them), each validated by the contract."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidEvents([_error(["body"], f"is not valid JSON: {exc}", "json_invalid")]) from None
+    data = load_json(body)
     items = data if isinstance(data, list) else [data]
     if not items:
-        raise InvalidEvents([_error(["body"], "must hold at least one event")])
+        raise InvalidEvents([field_error(["body"], "must hold at least one event")])
     if len(items) > settings.api_max_events:
         raise PayloadTooLarge(
             f"{len(items)} events exceed the limit of {settings.api_max_events} per request"
@@ -87,7 +92,7 @@ def parse_events(body: bytes, settings: Settings) -> list[PageView]:
     errors: list[dict[str, Any]] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            errors.append(_error(["body", i], "must be a JSON object (an event)", "type_error"))
+            errors.append(field_error(["body", i], "must be a JSON object (an event)", "type_error"))
             continue
         try:
             events.append(validate(item, bounds))
@@ -95,7 +100,7 @@ def parse_events(body: bytes, settings: Settings) -> list[PageView]:
             # The contract's reason is one "field: problem" clause per broken field.
             for clause in exc.reason.split("; "):
                 field, _, problem = clause.partition(": ")
-                errors.append(_error(["body", i, field], problem or clause))
+                errors.append(field_error(["body", i, field], problem or clause))
     if errors:
         raise InvalidEvents(errors)
     return events

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from api.auth import Authenticator
+from api.collect.collector import Collector
 from api.events import EventIngest
 from api.kafka import KafkaProbe
 from api.metrics import ApiMetrics
@@ -38,3 +39,5 @@ class Services:
     rate: RateLimiter
     close_stores: Callable[[], Awaitable[None]]
     """Close the stores' clients (at the end of the app's lifespan)."""
+    collect: Collector
+    """POST /api/event's work: the tracker's payload to an acknowledged record."""

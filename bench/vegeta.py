@@ -130,3 +130,77 @@ class ClosedLoop:
             text=True,
             check=True,
         )
+
+
+@dataclass(frozen=True)
+class Post:
+    """One POST target: its URL, body and headers (vegeta's JSON target format)."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+    def target(self) -> dict[str, Any]:
+        import base64
+
+        return {
+            "method": "POST",
+            "url": self.url,
+            "body": base64.b64encode(self.body).decode(),
+            "header": {name: [value] for name, value in self.headers.items()},
+        }
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    """POSTs at a fixed rate, whatever the answers take (an open loop: browsers do not wait for
+    each other), cycling through the targets; every answer is kept to be read back."""
+
+    binary: Path
+    timeout_s: float = 10.0
+    max_workers: int = 512
+    """At most this many requests in flight: a server that falls behind gets fewer requests a second
+    than asked (the report says how many), rather than a load tool that eats the machine's CPU."""
+
+    def attack(self, posts: Iterable[Post], rate: int, seconds: float, output: Path) -> None:
+        targets = "".join(json.dumps(p.target()) + "\n" for p in posts)
+        if not targets:
+            raise ValueError("no targets")
+        subprocess.run(
+            [
+                str(self.binary),
+                "attack",
+                "-format=json",
+                f"-rate={rate}/1s",
+                f"-max-workers={self.max_workers}",
+                f"-duration={seconds}s",
+                f"-timeout={self.timeout_s}s",
+                "-keepalive=true",
+                f"-output={output}",
+            ],
+            input=targets,
+            text=True,
+            check=True,
+        )
+
+    def report(self, results: Path) -> LoadFigures:
+        out = subprocess.run(
+            [str(self.binary), "report", "-type=json", str(results)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return figures(json.loads(out.stdout), 0)
+
+    def answers(self, results: Path) -> list[tuple[int, bytes]]:
+        """(status code, body) of every request of the attack (code 0: no answer)."""
+        import base64
+
+        out = subprocess.run(
+            [str(self.binary), "encode", "-to=json", str(results)], capture_output=True, text=True, check=True
+        )
+        answers = []
+        for line in out.stdout.splitlines():
+            hit = json.loads(line)
+            answers.append((int(hit["code"]), base64.b64decode(hit.get("body") or "")))
+        return answers

@@ -259,6 +259,36 @@ class Settings(BaseSettings):
     api_produce_timeout_s: float = Field(10.0, gt=0, description="Longest wait for Kafka to ack a POST.")
     api_retry_after_s: int = Field(5, ge=1, description="Retry-After of 503 answers.")
 
+    # --- collection from web pages: POST /api/event (the Plausible tracker's payload) ----------
+    collect_sites: list[str] = Field(
+        default_factory=list,
+        description="Sites whose pages may send page views to POST /api/event: the tracker's `domain`, "
+        "as JSON: LAMBDA_COLLECT_SITES='[\"shop.example.com\"]'. None by default: every event is refused.",
+    )
+    collect_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins of the pages that post to /api/event (CORS; a browser's request from any "
+        "other origin is refused). Empty: https:// and http:// of each collected site and of its www. twin.",
+    )
+    collect_trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks (CIDR) of the reverse proxies in front of the API: only a "
+        "request from one of them has its client address read from X-Forwarded-For.",
+    )
+    collect_drop_bots: bool = Field(
+        False,
+        description="Drop (answer, but do not produce) page views whose user agent the device rules "
+        "call a bot (views.devices); each drop is counted in /metrics.",
+    )
+    collect_max_in_flight: int = Field(
+        1024,
+        ge=1,
+        description="POST /api/event requests one worker holds at once (each waits for Kafka's "
+        "acknowledgement, at most one body each); past it a 503 with Retry-After. Apart from "
+        "LAMBDA_API_MAX_CONCURRENCY, which the other routes share.",
+    )
+    collect_max_body_bytes: int = Field(8192, ge=256, description="Largest POST /api/event body (413 above).")
+
     # --- the probes and timeouts of the local stack ---------------------------------------------
     stack_start_timeout_s: float = 60.0
     service_wait_s: float = Field(

@@ -25,6 +25,7 @@ import httpx
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from api.auth import mode_note
+from api.collect.snippet import snippet
 from api.credentials import new_key
 from config.settings import Settings, get_settings
 from demo.reports import print_reports
@@ -195,7 +196,21 @@ def main() -> int:
     print("`make speed-stop` the speed layer, `make down` the local stack.")
     print(f"\nThe dashboard: {base}/  (open it in a browser; it refreshes while the speed layer runs)")
     print(f"API authentication: {mode_note(settings)}")
+    _print_snippet(settings, base)
     return 0
+
+
+def _print_snippet(settings: Settings, base: str) -> None:
+    """How a real site sends its page views here: the official Plausible tracker, one line."""
+    site = settings.collect_sites[0] if settings.collect_sites else "shop.example.com"
+    print("\nCollect from your own site: copy the tracker's browser build (npm package")
+    print("@plausible-analytics/tracker, file plausible.js) to /js/ on the site, and add to each page:")
+    print(f"\n  {snippet(base, site)}\n")
+    if site not in settings.collect_sites:
+        print("and let the API collect the site (LAMBDA_COLLECT_SITES, the sites it collects):")
+        print(f"  make api-stop && LAMBDA_COLLECT_SITES='[\"{site}\"]' make api-start")
+    print("Privacy: no cookie, no stored address; visitor ids are hashed with a salt that changes every")
+    print('UTC day and is deleted after two (README, "Collecting from web pages").')
 
 
 if __name__ == "__main__":

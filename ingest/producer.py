@@ -35,6 +35,17 @@ def dlq_key(source: str, topic: str, partition: int, offset: int) -> str:
     return f"{source}:{topic}:{partition}:{offset}"
 
 
+def dlq_headers(reason: str, source: str, key: str | None = None) -> list[tuple[str, str | bytes | None]]:
+    """The headers of a dead letter: its reason, its source and, for a record of the log, its key."""
+    headers: list[tuple[str, str | bytes | None]] = [
+        (DLQ_REASON_HEADER, reason.encode()),
+        (DLQ_SOURCE_HEADER, source.encode()),
+    ]
+    if key is not None:
+        headers.append((DLQ_KEY_HEADER, key.encode()))
+    return headers
+
+
 @dataclass
 class ProduceStats:
     """Counts a run reports at its end; `failed` must be zero for the run to succeed."""
@@ -134,12 +145,7 @@ class EventProducer:
         message key and the ``dlq.key`` header, the same on every repeat of that dead letter.
         """
         self.stats.count_reject(reason)
-        headers: list[tuple[str, str | bytes | None]] = [
-            (DLQ_REASON_HEADER, reason.encode()),
-            (DLQ_SOURCE_HEADER, source.encode()),
-        ]
-        if key is not None:
-            headers.append((DLQ_KEY_HEADER, key.encode()))
+        headers = dlq_headers(reason, source, key)
         self._produce(self.dlq_topic, payload, None if key is None else key.encode(), headers)
 
     def _produce(
