@@ -8,6 +8,9 @@ the limit and the cost asked.
 - A ranking (top URLs) reads one batch ranking and one realtime ranking per day.
 - A breakdown with visitors also reads each listed key's sketch on each day, and the site's:
   ``days x (limit + 2)`` more. ``limit=1000`` over 92 days costs about 92,000.
+- Current visitors read, per minute of the window, a sketch and a set of at most
+  ``current_visitors_exact_limit`` visitor ids: ``(minutes + 1) x (limit + 1)``. The defaults'
+  longest window (30 minutes, sets of 100) costs 3,131.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ def series_cost(q: SeriesQuery) -> int:
 def top_cost(q: TopQuery) -> int:
     days = len(days_covering(q.start, q.end))
     return 2 * days + (days * (q.limit + 2) if q.visitors else 0)
+
+
+def current_visitors_cost(minutes: int, exact_limit: int) -> int:
+    return (minutes + 1) * (exact_limit + 1)
 
 
 def check(cost: int, limit: int, param: str) -> None:

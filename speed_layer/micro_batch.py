@@ -30,6 +30,7 @@ from contract.codec import reason_field
 from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
 from ingest.producer import dlq_key
+from speed_layer import current_visitors
 from speed_layer.dedup import DUPLICATE_COLUMN
 from speed_layer.progress import BatchReport
 from speed_layer.stream import at_or_past
@@ -144,13 +145,23 @@ class MicroBatch:
         try:
             counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
             tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
-            tagged = counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull()))
-            keyed = keyed_events(tagged, self.job.dimensions, [TAGS, "kafka_partition"], single)
-            if sessions.counts_visits(self.job.dimensions):
-                # The visits' job and the views' both read the keyed events: the scan, the
-                # contract, the dedup and the keys run once.
+            tagged = counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull())).withColumn(
+                current_visitors.MINUTE, current_visitors.minute_column()
+            )
+            keyed = keyed_events(
+                tagged, self.job.dimensions, [TAGS, "kafka_partition", current_visitors.MINUTE], single
+            )
+            dims = self.job.dimensions
+            if sessions.counts_visits(dims) or (single and current_visitors.counted(dims)):
+                # The visits' job, the views' rows and the current visitors' all read the keyed
+                # events: the scan, the contract, the dedup and the keys run once. (A larger
+                # micro-batch's marked rows are materialised already.)
                 keyed = self._materialise(keyed)
-            rows = collected(self._view_rows(tagged, keyed, active, single))
+            view_rows = self._view_rows(tagged, keyed, active, single)
+            minutes = current_visitors.minute_rows(keyed, dims, settings, single)
+            if minutes is not None:
+                view_rows = view_rows.unionByName(minutes, allowMissingColumns=True)
+            rows = collected(view_rows)
             return rows, observation.get
         finally:
             while self._materialised:
