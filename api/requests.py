@@ -24,7 +24,7 @@ from api.params import (
 )
 from api.services import Services
 from config.settings import Settings
-from contract import utc
+from contract import normalize_url, utc
 from serving_layer import (
     SITE_VIEW,
     URL_VIEW,
@@ -181,7 +181,10 @@ def current_visitors_query(settings: Settings, params: CurrentVisitorsParams) ->
     site = site_key(params.site)
     if params.page is None:
         return CurrentQuery(site, SITE_VIEW, site, minutes)
-    page = target_of(params.page, None)[1]
+    try:
+        page = normalize_url(params.page)
+    except ValueError as exc:
+        raise InvalidQuery("page", str(exc)) from None
     if scope_of(page, False) != site:
         raise InvalidQuery("page", f"the page is not on the site {site!r}")
     return CurrentQuery(site, URL_VIEW, page, minutes)
