@@ -67,7 +67,7 @@ def live(stack: Settings, spark: Any, tmp_path_factory: pytest.TempPathFactory) 
         root,
         redis_db=12,
         current_visitors_exact_limit=LIMIT,
-        current_visitors_lag_s=2.0,
+        current_visitors_lag_s=1.0,
         api_key_cache_s=0.0,
     ) as settings:
         again = views(small, ["a"], [30])
