@@ -25,8 +25,8 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from api.auth import mode_note
 from api.credentials import new_key
-from contract import site_of
 from config.settings import Settings, get_settings
+from contract import site_of
 from ingest.topics import log_end_offsets
 from stores.mongo.api_keys import MongoApiKeyStore
 from stores.mongo.client import connect_async

@@ -408,7 +408,8 @@ def test_live_numbers_rise_while_the_speed_layer_counts_new_events(
         if not answer["covered"] or not re.search(r"[0-9]", shown):
             return False
         v = answer["visitors"]
-        return digits(shown.split("95%")[0]) == round(v["estimate"]) and ("≈" not in shown) == v["exact"]
+        exact = bool(v["exact"])
+        return digits(shown.split("95%")[0]) == round(v["estimate"]) and ("≈" not in shown) == exact
 
     # The three visitors just counted are among the current visitors, shown as the API gives them.
     wait_for("the current visitors as the API answers them", current_matches)
