@@ -11,8 +11,10 @@ Three jobs, each over what the one before kept in memory (``localCheckpoint``): 
 (the scan, the contract, the dedup and the keys, once); the visits of the visitor-days they touch,
 merged with the visit state (:mod:`speed_layer.visits`); and the shared pass's page views and
 sketches per generation summed with the visits' deltas, collected with the visit state's new
-values. Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is one job
-(the shared pass in one task). A larger one first materialises the marked rows: the jobs that
+values, and beside them the current visitors' rows (speed_layer.current_visitors: each event's
+site and page per UTC minute of event time, of every counted record whatever its generation).
+Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is two jobs (the
+keyed events, then the shared pass and the current visitors' rows in one task each). A larger one first materialises the marked rows: the jobs that
 build the broadcast tables of ``once_per_value`` dimensions (views.shared_pass) would otherwise read
 the scan again. (Were the scan read twice, the dedup would answer the second reading with the
 verdicts of the first: a range's verdicts are kept.)
