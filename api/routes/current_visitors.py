@@ -10,8 +10,8 @@ from fastapi import APIRouter, Request
 from api import render
 from api.deps import CurrentVisitorsQueryDep, query_openapi
 from api.params import CurrentVisitorsParams
-from api.routes.responses import GUARD_ERRORS
-from api.schemas import CurrentVisitorsResponse, ErrorResponse, ValidationErrorResponse
+from api.routes.queries import QUERY_ERRORS
+from api.schemas import CurrentVisitorsResponse, ErrorResponse
 from api.services import Services
 from serving_layer import current_visitors
 from stores.redis.current_visitors import read_window
@@ -19,12 +19,7 @@ from stores.redis.current_visitors import read_window
 router = APIRouter(prefix="/v1", tags=["queries"])
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    **GUARD_ERRORS,
-    422: {
-        "model": ValidationErrorResponse,
-        "description": "A parameter is invalid (`loc` names it), or the window costs more than "
-        "LAMBDA_API_MAX_COST.",
-    },
+    **{code: QUERY_ERRORS[code] for code in (401, 403, 422, 429)},
     503: {
         "model": ErrorResponse,
         "description": "Redis or Kafka is down (the speed layer's minutes, or whether they cover the "
