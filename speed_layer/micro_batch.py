@@ -14,10 +14,11 @@ sketches per generation summed with the visits' deltas, collected with the visit
 values, and beside them the current visitors' rows (speed_layer.current_visitors: each event's
 site and page per UTC minute of event time, of every counted record whatever its generation).
 Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is two jobs (the
-keyed events, then the shared pass and the current visitors' rows in one task each). A larger one first materialises the marked rows: the jobs that
-build the broadcast tables of ``once_per_value`` dimensions (views.shared_pass) would otherwise read
-the scan again. (Were the scan read twice, the dedup would answer the second reading with the
-verdicts of the first: a range's verdicts are kept.)
+keyed events, then the shared pass and the current visitors' rows in one task each). A larger one
+first materialises the marked rows: the jobs that build the broadcast tables of ``once_per_value``
+dimensions (views.shared_pass) would otherwise read the scan again. (Were the scan read twice,
+the dedup would answer the second reading with the verdicts of the first: a range's verdicts are
+kept.)
 """
 
 from __future__ import annotations
