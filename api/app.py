@@ -3,7 +3,8 @@
 Errors are never a silent wrong number:
 - a bad parameter is a 422 naming it (same shape as FastAPI's own validation errors);
 - MongoDB down is a 503 with Retry-After (no batch views, no right answer);
-- Redis down is a batch-only answer flagged ``partial`` (see serving_layer.engine);
+- Redis down is a batch-only answer flagged ``partial`` (see serving_layer.engine), or a 503 for
+  an answer of the speed layer alone (current visitors);
 - a read-your-writes wait that runs out is a 504 listing the partitions not yet covered.
 """
 
@@ -29,7 +30,7 @@ from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.ratelimit import RateLimiter
-from api.routes import collect, dashboard, dimensions, events, ops, queries
+from api.routes import collect, current_visitors, dashboard, dimensions, events, ops, queries
 from api.services import Services
 from config import memo
 from config.settings import Settings, get_settings
@@ -40,6 +41,7 @@ from serving_layer import (
     InvalidQuery,
     NothingServed,
     QueryEngine,
+    RealtimeUnavailable,
 )
 from serving_layer.model import NotReady
 from stores.mongo.api_keys import MongoApiKeyStore
@@ -147,6 +149,12 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
         log.warning("503: %s", exc)
         return render.json_response({"detail": str(exc)}, 503, _retry_after(services))
 
+    async def realtime_down(request: Request, exc: Exception) -> render.JsonBytes:
+        # Only an answer of the speed layer alone raises it (the others fall back on the batch views).
+        services.metrics.store_errors.labels("redis").inc()
+        log.warning("503: %s", exc)
+        return render.json_response({"detail": str(exc)}, 503, _retry_after(services))
+
     async def timed_out(request: Request, exc: Exception) -> render.JsonBytes:
         assert isinstance(exc, ConsistencyTimeout)
         return render.json_response({"detail": str(exc), "pending": exc.pending}, 504)
@@ -159,6 +167,7 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
     app.add_exception_handler(NothingServed, nothing_served)
     app.add_exception_handler(NotReady, not_ready)
     app.add_exception_handler(KafkaUnavailable, kafka_down)
+    app.add_exception_handler(RealtimeUnavailable, realtime_down)
     app.add_exception_handler(ConsistencyTimeout, timed_out)
 
 
@@ -194,6 +203,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.services = services
     app.include_router(queries.router)
     app.include_router(dimensions.router)
+    app.include_router(current_visitors.router)
     app.include_router(events.router)
     app.include_router(collect.router)
     app.include_router(ops.router)

@@ -28,6 +28,7 @@ from api.auth import Caller, require_scope
 from api.collect.collector import Collector
 from api.params import (
     BreakdownParams,
+    CurrentVisitorsParams,
     SeriesParams,
     TimeseriesParams,
     TopParams,
@@ -40,6 +41,7 @@ from api.requests import (
     TimeseriesRequest,
     TopRequest,
     breakdown_request,
+    current_visitors_query,
     series_request,
     timeseries_request,
     top_request,
@@ -47,6 +49,7 @@ from api.requests import (
 from api.services import Services
 from config.settings import Settings
 from serving_layer import QueryEngine
+from serving_layer.current_visitors import CurrentQuery
 from stores.api_keys import ADMIN, READ, WRITE
 
 
@@ -180,7 +183,21 @@ async def get_breakdown_request(request: Request) -> TopRequest:
     return r
 
 
+async def get_current_visitors_query(request: Request) -> CurrentQuery:
+    caller = await _reader_of(request)
+    settings = _services(request).settings
+    q = current_visitors_query(settings, parsed(CurrentVisitorsParams, request))
+    scoping.check_current(caller, q)
+    cost.check(
+        cost.current_visitors_cost(q.minutes, settings.current_visitors_exact_limit),
+        settings.api_max_cost,
+        "minutes",
+    )
+    return q
+
+
 SeriesRequestDep = Annotated[SeriesRequest, Depends(get_series_request)]
 TopRequestDep = Annotated[TopRequest, Depends(get_top_request)]
 TimeseriesRequestDep = Annotated[TimeseriesRequest, Depends(get_timeseries_request)]
 BreakdownRequestDep = Annotated[TopRequest, Depends(get_breakdown_request)]
+CurrentVisitorsQueryDep = Annotated[CurrentQuery, Depends(get_current_visitors_query)]

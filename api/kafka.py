@@ -3,7 +3,8 @@ and what is in it, per source and reason.
 
 confluent-kafka calls block, so they run in a worker thread, one at a time (a lock: concurrent
 /v1/status calls must not open a consumer each), and every call has a timeout, so a Kafka outage
-slows /v1/status and /readyz by at most that timeout and never touches the query routes.
+slows /v1/status and /readyz by at most that timeout and never touches the query routes, except
+GET /v1/current-visitors, which needs the log's offsets at a time to say whether its window is covered.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from config.settings import Settings
 from contract.codec import reason_field
 from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
-from ingest.topics import watermarks
+from ingest.topics import offsets_for_time, watermarks
 
 if TYPE_CHECKING:
     from batch_layer.log_retention import RetentionWatch
@@ -112,6 +113,7 @@ class KafkaProbe:
         self._lock = threading.Lock()
         self.tally = DlqTally(settings)
         self._retention: tuple[float, dict[int, int], RetentionWatch] | None = None
+        self._appended: tuple[int, dict[int, int]] | None = None
 
     def _retention_watch(self, absorbed: dict[int, int]) -> RetentionWatch:
         from batch_layer.log_retention import watch
@@ -151,6 +153,25 @@ class KafkaProbe:
     def close(self) -> None:
         with self._lock:
             self.tally.close()
+
+    def _appended_from(self, timestamp_ms: int) -> dict[int, int]:
+        second = timestamp_ms // 1000
+        with self._lock:
+            cached = self._appended
+            if cached is not None and cached[0] == second:
+                return cached[1]
+            try:
+                found = offsets_for_time(self.settings, second * 1000, self.settings.api_kafka_timeout_s)
+            except Exception as exc:  # confluent-kafka raises KafkaException, RuntimeError, ...
+                raise KafkaUnavailable(f"Kafka: {exc}") from exc
+            self._appended = (second, found)
+            return found
+
+    async def appended_from(self, timestamp_ms: int) -> dict[int, int]:
+        """Per partition of `events`, the first offset appended at or after ``timestamp_ms`` rounded
+        down to its second (the log end where none is): one Kafka request per second of time asked,
+        however many requests ask it (GET /v1/current-visitors)."""
+        return await asyncio.to_thread(self._appended_from, timestamp_ms)
 
     async def end_offsets(self) -> dict[int, int]:
         return (await self.offsets()).events_end

@@ -147,6 +147,26 @@ class TopParams(RangeParams):
     site: str | None = Field(None, max_length=300, description="Only URLs of this site.")
 
 
+class CurrentVisitorsParams(BaseModel):
+    site: str = Field(
+        max_length=300, description="The site (host, or origin).", examples=["shop.example.com"]
+    )
+    page: str | None = Field(
+        None,
+        max_length=4096,
+        description="One page of the site (a URL, normalised like ingested events) instead of the "
+        "whole site.",
+        examples=["https://shop.example.com/pricing"],
+    )
+    minutes: int | None = Field(
+        None,
+        ge=1,
+        description="The whole minutes before the current one the window holds (default "
+        "LAMBDA_CURRENT_VISITORS_MINUTES, at most LAMBDA_CURRENT_VISITORS_MAX_MINUTES).",
+        examples=[5],
+    )
+
+
 P = TypeVar("P", bound=BaseModel)
 
 

@@ -31,6 +31,8 @@ from api.metric_names import (
 from serving_layer import Coverage, Distinct, PageviewsAnswer, SeriesAnswer, TopAnswer, UniqueVisitorsAnswer
 from serving_layer.answers import Visits, VisitsExactness
 from serving_layer.comparison import Compared, percent_change
+from serving_layer.current_visitors import CurrentAnswer
+from serving_layer.queries import URL_VIEW
 from views.scopes import value_of
 
 LEGACY_VIEW_NAMES = {"page": "url_traffic", "site": "site_traffic"}
@@ -294,6 +296,24 @@ def accepted(a: Accepted) -> dict[str, Any]:
         "accepted": len(a.events),
         "events": [{"event_id": e, "partition": p, "offset": o} for e, p, o in a.events],
         "token": a.token,
+    }
+
+
+def current_visitors(a: CurrentAnswer) -> dict[str, Any]:
+    q = a.query
+    return {
+        "site": q.site,
+        "page": q.key if q.view == URL_VIEW else None,
+        "minutes": q.minutes,
+        "from": a.window.start,
+        "to": a.window.end,
+        "as_of": a.as_of,
+        "visitors": None if a.visitors is None else _distinct(a.visitors),
+        "covered": a.covered,
+        "counted_before": a.counted_before,
+        "reason": a.reason,
+        "realtime_offsets": a.realtime_offsets,
+        "committed_at": a.committed_at,
     }
 
 

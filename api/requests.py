@@ -14,10 +14,17 @@ from typing import Any
 
 from api.keys import series_key, site_key, target_of
 from api.metric_names import VISITORS, asks_visits, metrics_of
-from api.params import BreakdownParams, RangeParams, SeriesParams, TimeseriesParams, TopParams
+from api.params import (
+    BreakdownParams,
+    CurrentVisitorsParams,
+    RangeParams,
+    SeriesParams,
+    TimeseriesParams,
+    TopParams,
+)
 from api.services import Services
 from config.settings import Settings
-from contract import utc
+from contract import normalize_url, utc
 from serving_layer import (
     SITE_VIEW,
     URL_VIEW,
@@ -31,8 +38,10 @@ from serving_layer import (
 )
 from serving_layer.comparison import Compare
 from serving_layer.consistency import decode_token
+from serving_layer.current_visitors import CurrentQuery
 from serving_layer.queries import bounded
 from serving_layer.tiling import HOUR
+from views.scopes import scope_of
 
 
 @dataclass(frozen=True)
@@ -175,3 +184,22 @@ async def breakdown_request(services: Services, params: BreakdownParams) -> TopR
         visits=asks_visits(metrics),
     )
     return TopRequest(query, await read_after(services, params), per_site, metrics, compare=params.compare)
+
+
+def current_visitors_query(settings: Settings, params: CurrentVisitorsParams) -> CurrentQuery:
+    """The site or page and the window's length of GET /v1/current-visitors."""
+    minutes = settings.current_visitors_minutes if params.minutes is None else params.minutes
+    if minutes > settings.current_visitors_max_minutes:
+        raise InvalidQuery(
+            "minutes", f"must be at most {settings.current_visitors_max_minutes} (older minutes are not kept)"
+        )
+    site = site_key(params.site)
+    if params.page is None:
+        return CurrentQuery(site, SITE_VIEW, site, minutes)
+    try:
+        page = normalize_url(params.page)
+    except ValueError as exc:
+        raise InvalidQuery("page", str(exc)) from None
+    if scope_of(page, False) != site:
+        raise InvalidQuery("page", f"the page is not on the site {site!r}")
+    return CurrentQuery(site, URL_VIEW, page, minutes)

@@ -147,6 +147,68 @@ class UniqueVisitorsResponse(AnswerMeta):
     total: Distinct = Field(description="Distinct visitors over the whole range: the union, never a sum.")
 
 
+class CurrentVisitorsResponse(BaseModel):
+    """Unique visitors of a site or page over the last minutes of event time, from the speed layer
+    (docs/current-visitors.md)."""
+
+    model_config = _examples(
+        {
+            "site": "shop.example.com",
+            "page": None,
+            "minutes": 5,
+            "from": "2026-11-26T12:25:00Z",
+            "to": "2026-11-26T12:31:00Z",
+            "as_of": "2026-11-26T12:30:41.318Z",
+            "visitors": {"estimate": 37, "lower": 37, "upper": 37, "exact": True},
+            "covered": True,
+            "counted_before": "2026-11-26T12:30:11.318Z",
+            "reason": None,
+            "realtime_offsets": {"0": 2503120, "1": 2512877},
+            "committed_at": "2026-11-26T12:30:40.002Z",
+        },
+        {
+            "site": "shop.example.com",
+            "page": "https://shop.example.com/pricing",
+            "minutes": 5,
+            "from": "2026-11-26T12:25:00Z",
+            "to": "2026-11-26T12:31:00Z",
+            "as_of": "2026-11-26T12:30:41.318Z",
+            "visitors": None,
+            "covered": False,
+            "counted_before": "2026-11-26T12:30:11.318Z",
+            "reason": "the speed layer has not counted every record appended to the log before "
+            "2026-11-26T12:30:11+00:00 (its last commit: 2026-11-26T12:12:03.511Z): the window is not "
+            "covered, and a count would be too low",
+            "realtime_offsets": {"0": 2488012, "1": 2497310},
+            "committed_at": "2026-11-26T12:12:03.511Z",
+        },
+    )
+
+    site: str = Field(description="The site (host).")
+    page: str | None = Field(description="The page (normalised URL), or null for the whole site.")
+    minutes: int = Field(description="Whole minutes before the current one in the window.")
+    from_: datetime = Field(alias="from", description="Start of the window (event time, inclusive, UTC).")
+    to: datetime = Field(description="End of the window (exclusive): the end of the current UTC minute.")
+    as_of: datetime = Field(description="The API's clock when it answered (the current minute's).")
+    visitors: Distinct | None = Field(
+        description="Distinct visitors in the window: exact (`exact: true`) while every minute of it "
+        "kept its set of visitors, else the HLL union with 95% bounds; null when not `covered`."
+    )
+    covered: bool = Field(
+        description="Whether the speed layer has counted every record appended to the log before "
+        "`counted_before`; false means it is stopped or behind, and no number is given."
+    )
+    counted_before: datetime = Field(
+        description="`as_of` minus LAMBDA_CURRENT_VISITORS_LAG_S: the log-append time up to which every "
+        "record must be counted for the window to be covered."
+    )
+    reason: str | None = Field(description="Why the window is not covered (null when it is).")
+    realtime_offsets: dict[str, int] = Field(
+        description="Kafka partition -> end offset the answer includes (the speed layer's commit)."
+    )
+    committed_at: datetime | None = Field(description="When the speed layer made that commit.")
+
+
 class TopEntry(BaseModel):
     rank: int
     url: str

@@ -18,6 +18,7 @@ from api.auth import Caller, Forbidden, require_site
 from api.requests import TimeseriesRequest, TopRequest
 from serving_layer import SITE_VIEW, URL_VIEW, InvalidQuery, QueryEngine, SeriesQuery
 from serving_layer.answers import TopAnswer
+from serving_layer.current_visitors import CurrentQuery
 from serving_layer.listing import cost as listing_cost
 from serving_layer.listing import top_sites
 from views.scopes import scope_of
@@ -50,6 +51,11 @@ def check_timeseries(caller: Caller, r: TimeseriesRequest) -> None:
     else:
         site = scope_of(q.key, True) if r.per_site else None
     _site_of(caller, site, f"the dimension {q.view!r} is not per site")
+
+
+def check_current(caller: Caller, q: CurrentQuery) -> None:
+    """403 unless the caller may read the site of a current-visitors query."""
+    require_site(caller, q.site)
 
 
 def scope_top(caller: Caller, r: TopRequest) -> TopRequest:

@@ -166,6 +166,33 @@ class Settings(BaseSettings):
             "batch run."
         ),
     )
+    current_visitors_minutes: int = Field(
+        5,
+        ge=1,
+        le=60,
+        description="GET /v1/current-visitors' default window: the current UTC minute of event time and "
+        "this many before it (docs/current-visitors.md).",
+    )
+    current_visitors_max_minutes: int = Field(
+        30,
+        ge=1,
+        le=60,
+        description="The longest window of GET /v1/current-visitors; the speed layer's per-minute "
+        "sketches expire this many minutes (plus two) after their minute.",
+    )
+    current_visitors_exact_limit: int = Field(
+        100,
+        ge=0,
+        le=10_000,
+        description="A minute's visitors of a site or page are kept as a set (exact answers) up to this "
+        "many; past it only its HLL sketch (estimates with bounds).",
+    )
+    current_visitors_lag_s: float = Field(
+        30.0,
+        gt=0,
+        description="GET /v1/current-visitors says its window is covered only when the speed layer has "
+        "counted every record appended to the log more than this long ago; otherwise no number.",
+    )
     speed_dedup_window_s: int = Field(
         600,
         ge=1,

@@ -28,6 +28,7 @@ from api.auth import mode_note
 from api.collect.snippet import snippet
 from api.credentials import new_key
 from config.settings import Settings, get_settings
+from contract import site_of
 from demo.reports import print_reports
 from ingest.topics import log_end_offsets
 from stores.mongo.api_keys import MongoApiKeyStore
@@ -184,6 +185,10 @@ def main() -> int:
                 "limit": 3,
             },
         ),
+        # Who is on the site right now: the speed layer's visitors of the last 5 minutes (the live
+        # events were just stamped now), and of its top page.
+        ("/v1/current-visitors", {"site": "shop.example.com"}),
+        ("/v1/current-visitors", {"site": site_of(url), "page": url, "minutes": 10}),
     ]
     for path, params in queries:
         request = httpx.Request("GET", f"{base}{path}", params=params)

@@ -4,7 +4,9 @@ All writes of a micro-batch, its batch id and its end offsets go in one Redis tr
 by ``WATCH`` of the generation registry's active set and the commit record. The same transaction
 records, per generation, the views (and their fingerprints) the job counted it with, so the API
 serves a view only where the realtime part counted it from the generation's cut, and the stats
-record (:func:`speed_layer.progress.stats_record`), so its dead-letter totals count a batch once.
+record (:func:`speed_layer.progress.stats_record`), so its dead-letter totals count a batch once,
+and the current visitors' minutes (speed_layer.current_visitors), so an answer read with the commit
+record counts exactly the events below its offsets.
 
 Exactly-once: Spark replays an uncommitted batch with the same id and the same offsets after a
 crash. A batch id at or below the committed one is skipped; a batch id that does not follow the
@@ -38,8 +40,9 @@ from tenacity import (
 
 from generations.model import Offsets, SpeedCommit
 from generations.registry import GenerationRegistry
-from speed_layer import visits
+from speed_layer import current_visitors, visits
 from speed_layer.progress import BatchReport, stats_record
+from stores.redis.current_visitors import CurrentVisitorsSink
 from stores.redis.handshake import Conflict, RedisSpeedCommits, Unreachable
 
 log = logging.getLogger(__name__)
@@ -90,11 +93,15 @@ class Committer:
         registry: GenerationRegistry,
         view_marks: list[str],
         lag: Callable[[], dict[int, int]],
+        minute_sink: Callable[[], CurrentVisitorsSink] | None = None,
     ) -> None:
         self.commits = commits
         self.registry = registry
         self.view_marks = view_marks
         self.lag = lag
+        self.minute_sink = minute_sink
+        """A new sink of current visitors' minutes (stores.redis.current_visitors) per attempt;
+        None: the rows carry none."""
 
     def commit(
         self,
@@ -144,19 +151,27 @@ class Committer:
                 pending.computed_for = active
             t0 = time.monotonic()
             sink = self.commits.sink()
-            view_rows, update = visits.split(pending.rows)
+            minute_rows, rows = current_visitors.split(pending.rows)
+            view_rows, update = visits.split(rows)
             for row in view_rows:
                 sink.add(row["gen"], row["view"], row)
             sink.prepare()
             state = update.sink(self.commits.client)
             if state is not None:
                 state.prepare()
+            minutes = self.minute_sink() if self.minute_sink is not None and minute_rows else None
+            if minutes is not None:
+                for minute in minute_rows:
+                    minutes.add(minute)
+                minutes.prepare()
             previous = txn.speed_stats()
             counted = {g: self._counted_views(txn.counted_views(g)) for g in active}
             txn.multi()
             written = sink.flush(txn.pipeline)
             if state is not None:
                 state.flush(txn.pipeline)
+            if minutes is not None:
+                minutes.flush(txn.pipeline)
             for g, marks in counted.items():
                 txn.record_views(g, marks)
             txn.record_commit(

@@ -52,6 +52,7 @@ from speed_layer.visits import dimensions_mark
 from stores.mongo import client as mongo_client
 from stores.redis import client as redis_client
 from stores.redis import keys, visit_state
+from stores.redis.current_visitors import CurrentVisitorsSink
 from stores.redis.handshake import RedisSpeedCommits, speed_commit
 from views import all_views, fingerprint, input_columns, sessions
 
@@ -87,7 +88,13 @@ class SpeedJob:
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
         self.committer = Committer(
-            RedisSpeedCommits(self.redis), self.registry, self.view_marks, lambda: self._lag
+            RedisSpeedCommits(self.redis),
+            self.registry,
+            self.view_marks,
+            lambda: self._lag,
+            lambda: CurrentVisitorsSink(
+                self.redis, settings.current_visitors_exact_limit, settings.current_visitors_max_minutes
+            ),
         )
 
     def close(self) -> None:

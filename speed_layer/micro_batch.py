@@ -11,11 +11,14 @@ Three jobs, each over what the one before kept in memory (``localCheckpoint``): 
 (the scan, the contract, the dedup and the keys, once); the visits of the visitor-days they touch,
 merged with the visit state (:mod:`speed_layer.visits`); and the shared pass's page views and
 sketches per generation summed with the visits' deltas, collected with the visit state's new
-values. Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is one job
-(the shared pass in one task). A larger one first materialises the marked rows: the jobs that
-build the broadcast tables of ``once_per_value`` dimensions (views.shared_pass) would otherwise read
-the scan again. (Were the scan read twice, the dedup would answer the second reading with the
-verdicts of the first: a range's verdicts are kept.)
+values, and beside them the current visitors' rows (speed_layer.current_visitors: each event's
+site and page per UTC minute of event time, of every counted record whatever its generation).
+Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is two jobs (the
+keyed events, then the shared pass and the current visitors' rows in one task each). A larger one
+first materialises the marked rows: the jobs that build the broadcast tables of ``once_per_value``
+dimensions (views.shared_pass) would otherwise read the scan again. (Were the scan read twice,
+the dedup would answer the second reading with the verdicts of the first: a range's verdicts are
+kept.)
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from contract.codec import reason_field
 from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
 from ingest.producer import dlq_key
+from speed_layer import current_visitors
 from speed_layer.dedup import DUPLICATE_COLUMN
 from speed_layer.progress import BatchReport
 from speed_layer.stream import at_or_past
@@ -144,13 +148,23 @@ class MicroBatch:
         try:
             counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
             tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
-            tagged = counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull()))
-            keyed = keyed_events(tagged, self.job.dimensions, [TAGS, "kafka_partition"], single)
-            if sessions.counts_visits(self.job.dimensions):
-                # The visits' job and the views' both read the keyed events: the scan, the
-                # contract, the dedup and the keys run once.
+            tagged = counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull())).withColumn(
+                current_visitors.MINUTE, current_visitors.minute_column()
+            )
+            keyed = keyed_events(
+                tagged, self.job.dimensions, [TAGS, "kafka_partition", current_visitors.MINUTE], single
+            )
+            dims = self.job.dimensions
+            if sessions.counts_visits(dims) or (single and current_visitors.counted(dims)):
+                # The visits' job, the views' rows and the current visitors' all read the keyed
+                # events: the scan, the contract, the dedup and the keys run once. (A larger
+                # micro-batch's marked rows are materialised already.)
                 keyed = self._materialise(keyed)
-            rows = collected(self._view_rows(tagged, keyed, active, single))
+            view_rows = self._view_rows(tagged, keyed, active, single)
+            minutes = current_visitors.minute_rows(keyed, dims, settings, single)
+            if minutes is not None:
+                view_rows = view_rows.unionByName(minutes, allowMissingColumns=True)
+            rows = collected(view_rows)
             return rows, observation.get
         finally:
             while self._materialised:

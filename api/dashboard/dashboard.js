@@ -595,6 +595,22 @@ function renderLive(answer) {
   $("live-updated").textContent = `Updated ${new Date().toISOString().slice(11, 19)} UTC` + (answer.partial ? " · batch-only (Redis down)" : "");
 }
 
+/** GET /v1/current-visitors: the speed layer's visitors of the last minutes, or why there is no number. */
+function renderCurrent(answer) {
+  const el = $("live-current-visitors");
+  const from = Date.parse(answer.from), to = Date.parse(answer.to);
+  const hhmm = (ms) => new Date(ms).toISOString().slice(11, 16);
+  $("live-current-window").textContent = `(${hhmm(from)}–${hhmm(to)} UTC)`;
+  if (answer.covered && answer.visitors) {
+    visitorsTile(el, answer.visitors);
+    el.title = "";
+  } else {
+    el.textContent = "not covered";
+    el.title = answer.reason || "";
+  }
+  el.dataset.covered = String(answer.covered);
+}
+
 // --- loading -------------------------------------------------------------------------------------
 
 async function loadMain() {
@@ -645,10 +661,13 @@ async function refreshLive() {
   try {
     const now = Date.now();
     const today = { from: iso(Math.floor(now / DAY) * DAY), to: iso(Math.floor(now / HOUR) * HOUR + HOUR) };
-    const [live, status] = await Promise.allSettled([
+    const [live, status, current] = await Promise.allSettled([
       api("v1/timeseries", { site: state.site, dimension: "site", granularity: "hour", ...today }),
       api("v1/status"),
+      api("v1/current-visitors", { site: state.site }),
     ]);
+    if (current.status === "fulfilled") renderCurrent(current.value);
+    else $("live-current-visitors").textContent = "–";
     if (status.status === "fulfilled") renderStatus(status.value);
     else if (status.reason && status.reason.status === 403) {
       $("fresh-generation").textContent = "not shown: /v1/status needs a key with the admin scope";

@@ -112,6 +112,7 @@ WITH_INPUT = {
     "/v1/top-urls",
     "/v1/timeseries",
     "/v1/breakdown",
+    "/v1/current-visitors",
     "/v1/events",
     "/api/event",
 }

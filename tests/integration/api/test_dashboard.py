@@ -402,6 +402,18 @@ def test_live_numbers_rise_while_the_speed_layer_counts_new_events(
     assert digits(text_of(browser, "live-hour-pageviews")) == before_hour + 7
     assert digits(text_of(browser, "live-lag")) == 0
 
+    def current_matches() -> bool:
+        answer = api_get(base, "/v1/current-visitors", site=SITE)
+        shown = text_of(browser, "live-current-visitors")
+        if not answer["covered"] or not re.search(r"[0-9]", shown):
+            return False
+        v = answer["visitors"]
+        exact = bool(v["exact"])
+        return digits(shown.split("95%")[0]) == round(v["estimate"]) and ("≈" not in shown) == exact
+
+    # The three visitors just counted are among the current visitors, shown as the API gives them.
+    wait_for("the current visitors as the API answers them", current_matches)
+
 
 def today() -> dict[str, str]:
     now = datetime.now(UTC)

@@ -24,6 +24,7 @@ from api import render
 from api.events import Accepted
 from api.schemas import (
     BreakdownResponse,
+    CurrentVisitorsResponse,
     DimensionsResponse,
     EventsAccepted,
     HealthResponse,
@@ -47,8 +48,10 @@ from serving_layer import (
 )
 from serving_layer.answers import Visits, VisitsExactness
 from serving_layer.comparison import Compare, Compared
+from serving_layer.current_visitors import CurrentAnswer, CurrentQuery, window
 
 BASE = datetime(2026, 11, 20, tzinfo=UTC)
+SITE = "shop.example.com"
 END = BASE + timedelta(days=2)
 FULL = Coverage(12, {0: 2496775, 1: 2506513}, BASE + timedelta(microseconds=123456), {0: 2503120}, False, ())
 PARTIAL = Coverage(12, {0: 2496775, 1: 2506513}, BASE, None, True, ("realtime",))
@@ -353,7 +356,32 @@ RENDERED: dict[str, tuple[Callable[[], dict[str, Any]], type[BaseModel]]] = {
         EventsAccepted,
     ),
     "health": (lambda: {"status": "ok"}, HealthResponse),
+    "current visitors, covered": (
+        lambda: render.current_visitors(current_answer(CurrentQuery(SITE, "site", SITE, 5), covered=True)),
+        CurrentVisitorsResponse,
+    ),
+    "current visitors of a page, not covered": (
+        lambda: render.current_visitors(
+            current_answer(CurrentQuery(SITE, "page", f"https://{SITE}/p", 3), covered=False)
+        ),
+        CurrentVisitorsResponse,
+    ),
 }
+
+
+def current_answer(q: CurrentQuery, covered: bool) -> CurrentAnswer:
+    now = BASE + timedelta(minutes=30, seconds=12)
+    return CurrentAnswer(
+        q,
+        window(now, q.minutes),
+        now,
+        Distinct(3.0, 3.0, 3.0, True) if covered else None,
+        covered,
+        now - timedelta(seconds=30),
+        None if covered else "not covered",
+        {0: 12, 1: 40},
+        None if not covered else now - timedelta(seconds=1),
+    )
 
 
 @pytest.mark.parametrize("name", RENDERED)
