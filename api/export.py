@@ -194,8 +194,37 @@ def respond(request: Request, body: dict[str, Any], table: Table) -> Response:
     """The answer as JSON, or as CSV when the request asks for it."""
     if not wants_csv(request):
         return render.json_response(body)
+    return _csv_response(to_csv(body, table), table.name)
+
+
+NO_DISTINCT = {"estimate": None, "lower": None, "upper": None, "exact": None}
+"""A visitors object with no figure (an answer that gives no number), spread into empty cells."""
+
+
+def record_csv(body: dict[str, Any], distinct: tuple[str, ...] = ()) -> str:
+    """An answer that is one record (no points or entries) as CSV: a header and one row of its
+    fields, each visitors object spread over four columns as :func:`to_csv` spreads them; the fields
+    named in ``distinct`` hold a visitors object or null, and get their four columns either way."""
+    row = _flat({**body, **{name: body[name] or NO_DISTINCT for name in distinct}})
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerow({k: cell(v) for k, v in row.items()})
+    return out.getvalue()
+
+
+def respond_record(
+    request: Request, body: dict[str, Any], name: str, distinct: tuple[str, ...] = ()
+) -> Response:
+    """A one-record answer as JSON, or as CSV (:func:`record_csv`) when the request asks for it."""
+    if not wants_csv(request):
+        return render.json_response(body)
+    return _csv_response(record_csv(body, distinct), name)
+
+
+def _csv_response(text: str, name: str) -> Response:
     return Response(
-        to_csv(body, table),
+        text,
         media_type=f"{CSV_MEDIA_TYPE}; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{table.name}.csv"'},
+        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'},
     )

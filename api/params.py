@@ -29,7 +29,17 @@ GRANULARITY_DESCRIPTION = (
 )
 
 
-class RangeParams(BaseModel):
+class FormatParams(BaseModel):
+    """The answer's format, which every query route takes (api.export)."""
+
+    format: Literal["json", "csv"] | None = Field(
+        None,
+        description="`csv`: the answer as CSV (`text/csv`), as `Accept: text/csv` asks; `json` "
+        "whatever `Accept` says. Default: by `Accept`, JSON unless it prefers `text/csv`.",
+    )
+
+
+class RangeParams(FormatParams):
     from_: datetime | None = Field(
         None,
         alias="from",
@@ -53,11 +63,6 @@ class RangeParams(BaseModel):
         ge=0,
         description="How long to wait for `after` (default from settings). Without `after`: wait "
         "until every event in the log at the time of the request is included.",
-    )
-    format: Literal["json", "csv"] | None = Field(
-        None,
-        description="`csv`: the answer as CSV (`text/csv`), as `Accept: text/csv` asks; `json` "
-        "whatever `Accept` says. Default: by `Accept`, JSON unless it prefers `text/csv`.",
     )
 
 
@@ -147,7 +152,7 @@ class TopParams(RangeParams):
     site: str | None = Field(None, max_length=300, description="Only URLs of this site.")
 
 
-class CurrentVisitorsParams(BaseModel):
+class CurrentVisitorsParams(FormatParams):
     site: str = Field(
         max_length=300, description="The site (host, or origin).", examples=["shop.example.com"]
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
-from api import render
+from api import export, render
 from api.deps import CurrentVisitorsQueryDep, query_openapi
 from api.params import CurrentVisitorsParams
 from api.routes.queries import QUERY_ERRORS
@@ -19,6 +19,7 @@ from stores.redis.current_visitors import read_window
 router = APIRouter(prefix="/v1", tags=["queries"])
 
 ERRORS: dict[int | str, dict[str, Any]] = {
+    **export.CSV_RESPONSE,
     **{code: QUERY_ERRORS[code] for code in (401, 403, 422, 429)},
     503: {
         "model": ErrorResponse,
@@ -35,7 +36,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     openapi_extra=query_openapi(CurrentVisitorsParams),
     summary="Unique visitors of a site or page over the last minutes of event time",
 )
-async def current_visitors_route(request: Request, q: CurrentVisitorsQueryDep) -> render.JsonBytes:
+async def current_visitors_route(request: Request, q: CurrentVisitorsQueryDep) -> Response:
     """The union of the speed layer's per-minute visitors over the current UTC minute and the
     `minutes` before it: exact while the minutes are small, else an HLL estimate with 95% bounds;
     no number, and `covered: false` with the reason, when the speed layer has not counted the log
@@ -50,4 +51,4 @@ async def current_visitors_route(request: Request, q: CurrentVisitorsQueryDep) -
     answer = await current_visitors.answer(
         q, read, services.kafka.appended_from, settings.current_visitors_lag_s
     )
-    return render.json_response(render.current_visitors(answer))
+    return export.respond_record(request, render.current_visitors(answer), "current-visitors", ("visitors",))

@@ -10,6 +10,8 @@ run again it equals the recount with them.
 
 from __future__ import annotations
 
+import csv
+import io
 import time
 import uuid
 from collections.abc import Iterator
@@ -113,9 +115,14 @@ def test_current_visitors_equal_the_recount_and_say_when_not_covered(live: Live)
         assert end - start == timedelta(minutes=6) and start.second == 0
         assert body["visitors"]["exact"] is True
         assert body["visitors"]["estimate"] == recount(live.events, body, small) >= 3
+        as_csv = api.get("/v1/current-visitors", params={"site": small, "format": "csv"})
+        assert as_csv.status_code == 200 and as_csv.headers["content-type"].startswith("text/csv")
+        [row] = list(csv.DictReader(io.StringIO(as_csv.text)))  # its own window: the minute may turn
+        assert row["covered"] == row["visitors_exact"] == "true"
+        assert float(row["visitors"]) == recount(live.events, row, small)
 
         page = f"https://{small}/pricing"
-        body = ask(api, site=small, page=page, minutes=2)
+        body = ask(api, site=small, page=page, minutes=10)  # the views are seconds old when counted
         assert body["page"] == page and body["visitors"]["exact"] is True
         assert body["visitors"]["estimate"] == recount(live.events, body, small, page) >= 1
 

@@ -124,3 +124,15 @@ def test_values_anyone_can_send_are_guarded_in_the_csv(values: list[str]) -> Non
     body: dict[str, Any] = render.breakdown(answer, per_site=False, metrics=("pageviews",))
     rows = parsed(export.to_csv(body, export.BREAKDOWN))
     assert [r["value"] for r in rows[:-1]] == [f"'{v}" if v.startswith(FORMULA_STARTS) else v for v in values]
+
+
+def test_a_one_record_answer_is_one_row_with_its_visitors_spread_even_without_a_number() -> None:
+    counted = {
+        "site": "=cmd",
+        "covered": True,
+        "visitors": {"estimate": 3.0, "lower": 3.0, "upper": 3.0, "exact": True},
+    }
+    uncovered = {"site": "shop.example.com", "covered": False, "visitors": None}
+    header = "site,covered,visitors,visitors_lower,visitors_upper,visitors_exact"
+    assert export.record_csv(counted, ("visitors",)).splitlines() == [header, "'=cmd,true,3.0,3.0,3.0,true"]
+    assert export.record_csv(uncovered, ("visitors",)).splitlines() == [header, "shop.example.com,false,,,,"]
