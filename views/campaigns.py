@@ -38,6 +38,8 @@ UTM_PREFIX = "utm_"
 MAX_UTM_LENGTH = 100
 """Characters of a UTM value a key keeps: a campaign name is a label, not a payload."""
 
+_MALFORMED = "%(?![0-9A-Fa-f]{2})"
+"""A ``%`` not followed by two hexadecimal digits (Java's decoder would also take ``%+1``)."""
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
@@ -73,7 +75,7 @@ def utm_column(url: Column, name: str) -> Column:
     from pyspark.sql import functions as F
 
     raw = F.regexp_extract(_query(url), rf"&(?i:{UTM_PREFIX}{re.escape(name)})(?:=([^&]*))?(?=&|\z)", 1)
-    decoded = F.coalesce(F.try_url_decode(raw), raw)  # null: a malformed escape, kept as spelled
+    decoded = F.when(raw.rlike(_MALFORMED), raw).otherwise(F.url_decode(raw))
     value = F.trim(F.substr(F.trim(F.lower(decoded)), F.lit(1), F.lit(MAX_UTM_LENGTH)))
     return F.when(url.contains("?") & (value != ""), value)
 

@@ -21,8 +21,8 @@ A category of :data:`SOURCES` lists sites and names. An entry with a dot is a do
 that host and its subdomains (``t.co``, ``mail.google.com``). An entry without one is a name: it
 matches a source that is the name itself (``utm_source=google``) and a host in which it follows
 any subdomains and precedes at most two suffix labels of two or three letters (``google.com``,
-``www.google.co.uk``, ``de.search.yahoo.com``). Categories are tried in their order
-(``mail.google.com`` is email before ``google`` is search).
+``www.google.co.uk``, ``de.search.yahoo.com``). A source may be in two categories; the order of
+the rules decides (``mail.google.com`` is Email: its rule comes before Organic Search's).
 
 The Spark expression (:func:`channel_column`) is built from the tables: one ``CASE WHEN``, the
 direct and internal views (most of them) decided by the first two conditions, one regular
@@ -56,7 +56,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
         *("shopping.google.com", "shopify", "mercadolibre", "rakuten", "zalando", "idealo"),
     ),
     "video": (
-        *("youtube", "youtu.be", "m.youtube.com", "vimeo", "twitch", "dailymotion", "wistia"),
+        *("youtube", "youtu.be", "vimeo", "twitch", "dailymotion", "wistia"),
         *("rumble", "bilibili", "netflix"),
     ),
     "social": (
@@ -72,8 +72,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
     ),
     "sms": ("sms",),
 }
-"""Source categories, each a list of domains (with a dot) and names (without), in the order they
-are tried."""
+"""Source categories, each a list of domains (with a dot) and names (without)."""
 
 PAID = r".*cp.*|ppc|retargeting|paid.*"
 """GA4's paid media (``cpc``, ``cpm``, ``ppc``, ``paid_social``...)."""
@@ -137,13 +136,14 @@ NAME_SUFFIX = r"(\.[a-z]{2,3}){0,2}"
 
 
 def category_pattern(category: str) -> str:
-    """A Java (and Python) regular expression that finds the sources of ``category`` (for
-    ``rlike``, which searches: it is anchored at both ends)."""
+    """A Java regular expression that finds the sources of ``category`` (for ``rlike``, which
+    searches: it is anchored at both ends; ``(?s)``: ``.`` matches any character, a line break
+    too, as the rules say in words)."""
     entries = SOURCES[category]
     domains = "|".join(re.escape(e) for e in entries if "." in e)
     names = "|".join(re.escape(e) for e in entries if "." not in e)
     parts = [f"(.*\\.)?({domains})" if domains else "", f"(.*\\.)?({names}){NAME_SUFFIX}" if names else ""]
-    return "^(" + "|".join(p for p in parts if p) + r")\z"
+    return "(?s)^(" + "|".join(p for p in parts if p) + r")\z"
 
 
 def referrer_source() -> Column:
@@ -175,7 +175,7 @@ def channel_column(referrer: Column, source: Column, medium: Column, campaign: C
     src = F.coalesce(source, F.when(kind["external"], referrer))
 
     def whole(value: Column, regex: str) -> Column:
-        return F.coalesce(value.rlike(f"^({regex})\\z"), F.lit(False))
+        return F.coalesce(value.rlike(f"(?s)^({regex})\\z"), F.lit(False))
 
     def holds(rule: Rule) -> Column:
         tests = [

@@ -31,12 +31,37 @@ def _page() -> Column:
     return page_key_column(_url())
 
 
-def _utm(name: str) -> KeyExpression:
-    return lambda: utm_column(_url(), name)
+def _utm_source() -> Column:
+    return utm_column(_url(), "source")
+
+
+def _utm_medium() -> Column:
+    return utm_column(_url(), "medium")
+
+
+def _utm_campaign() -> Column:
+    return utm_column(_url(), "campaign")
+
+
+CAMPAIGN_VALUES: tuple[tuple[str, KeyExpression], ...] = (
+    ("_referrer", referrer_source),
+    ("_utm_source", _utm_source),
+    ("_utm_medium", _utm_medium),
+    ("_utm_campaign", _utm_campaign),
+)
+"""What the UTM dimensions and the channel read, computed once per event (``Dimension.given``)."""
+
+
+def _given(name: str) -> KeyExpression:
+    from pyspark.sql import functions as F
+
+    return lambda: F.col(name)
 
 
 def _channel() -> Column:
-    return channel_column(referrer_source(), *(utm_column(_url(), n) for n in ("source", "medium", "campaign")))
+    from pyspark.sql import functions as F
+
+    return channel_column(*(F.col(name) for name, _ in CAMPAIGN_VALUES))
 
 
 def _country() -> Column:
@@ -130,11 +155,12 @@ for _name, _what, _example in (
     declare(
         Dimension(
             f"utm_{_name}",
-            _utm(_name),
+            _given(f"_utm_{_name}"),
             f"The page URL's utm_{_name}: {_what}; lower case, trimmed, at most "
             f"{MAX_UTM_LENGTH} characters, (none) without one (views.campaigns).",
             examples=(_example, NONE),
             visits=True,
+            given=tuple(g for g in CAMPAIGN_VALUES if g[0] == f"_utm_{_name}"),
         )
     )
 declare(
@@ -145,5 +171,6 @@ declare(
         "channel group (views.channels): " + ", ".join(CHANNELS) + ".",
         examples=("Organic Search", "Direct", "Email", "Paid Search"),
         visits=True,
+        given=CAMPAIGN_VALUES,
     )
 )

@@ -48,13 +48,18 @@ def keyed_events(
     Keys are computed before the shuffle so that it moves short keys, not the raw fields they come
     from (a user agent alone is longer than all the keys together). A dimension declared
     ``once_per_value`` gets its key from a broadcast table of the distinct values of the fields it
-    reads (:func:`_key_per_value`). The day stays a date (an int) through the pass and becomes
+    reads (:func:`_key_per_value`). The values dimensions are given (``Dimension.given``) are
+    computed first, in a projection of their own. The day stays a date (an int) through the pass and becomes
     the stored ``YYYY-MM-DD`` string only on the output rows (:func:`aggregate`).
 
     With ``single_partition`` every key is evaluated per event: the broadcast table would cost a
     Spark job of its own, more than the per-event expression on a small input."""
     from pyspark.sql import functions as F
 
+    given = {(name, value): None for d in dimensions for name, value in d.given if name not in events.columns}
+    if given:
+        helpers = [built(("given", name, value), lambda n=name, v=value: v().alias(n)) for name, value in given]  # type: ignore[misc]
+        events = events.select("*", *helpers)
     keys = []
     for i, d in enumerate(dimensions):
         if d.once_per_value and not single_partition:
