@@ -76,7 +76,10 @@ shopping, referral."""
 CAMPAIGNS: tuple[tuple[str, str | None], ...] = (
     ("utm_source=google&utm_medium=cpc&utm_campaign=Spring+Sale&gclid={id}", "https://www.google.com/"),
     ("utm_source=Newsletter&utm_medium=email&utm_campaign=november%20digest", None),
-    ("utm_source=facebook&utm_medium=paid_social&utm_campaign=retargeting&fbclid={id}", "https://m.facebook.com/"),
+    (
+        "utm_source=facebook&utm_medium=paid_social&utm_campaign=retargeting&fbclid={id}",
+        "https://m.facebook.com/",
+    ),
     ("ref=42&utm_source=partner.example.org&utm_medium=referral", "https://partner.example.org/"),
     ("utm_source=bing&utm_medium=cpc&utm_campaign=brand&msclkid={id}", "https://www.bing.com/"),
     ("utm_source=youtube&utm_medium=video&utm_campaign=Launch%20Video", "https://www.youtube.com/"),

@@ -48,7 +48,9 @@ def page(url: str) -> str:
 
 def _well_formed(value: str) -> bool:
     """Every ``%`` is followed by two hexadecimal digits."""
-    return all(len(h := value[i + 1 : i + 3]) == 2 and set(h) <= _HEX for i, c in enumerate(value) if c == "%")
+    return all(
+        len(h := value[i + 1 : i + 3]) == 2 and set(h) <= _HEX for i, c in enumerate(value) if c == "%"
+    )
 
 
 def utm(url: str, name: str) -> str | None:

@@ -144,10 +144,24 @@ class VisitBucket:
 VisitRecount = dict[str, dict[tuple[str, str], VisitBucket]]
 """view -> (key, day) -> visit bucket."""
 
+
+def _first_view(key: Callable[[PageView], str]) -> Callable[[Visit], str]:
+    return lambda v: key(v.first)
+
+
 VISIT_KEYS: dict[str, Callable[[Visit], str]] = {
     **{
-        name: (lambda v, key=DIMENSION_KEYS[name]: key(v.first))
-        for name in ("site", "referrer", "country", "device", "utm_source", "utm_medium", "utm_campaign", "channel")
+        name: _first_view(DIMENSION_KEYS[name])
+        for name in (
+            "site",
+            "referrer",
+            "country",
+            "device",
+            "utm_source",
+            "utm_medium",
+            "utm_campaign",
+            "channel",
+        )
     },
     "entry_page": lambda v: DIMENSION_KEYS["page"](v.first),
     "exit_page": lambda v: DIMENSION_KEYS["page"](v.last),

@@ -86,7 +86,9 @@ def page_key(url: str) -> str:
     if not sep:
         return url
     dropped = set(get_settings().page_drop_params)
-    kept = [p for p in query.split("&") if not _is_dropped(p.partition("=")[0].translate(_ASCII_LOWER), dropped)]
+    kept = [
+        p for p in query.split("&") if not _is_dropped(p.partition("=")[0].translate(_ASCII_LOWER), dropped)
+    ]
     return f"{base}?{'&'.join(kept)}" if kept else base
 
 

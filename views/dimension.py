@@ -97,8 +97,9 @@ class Dimension:
 
     def with_given(self, frame: DataFrame) -> DataFrame:
         """``frame`` with the columns of :attr:`given` it does not have yet."""
-        missing = [value().alias(name) for name, value in self.given if name not in frame.columns]
-        return frame.select("*", *missing) if missing else frame
+        from views.shared_pass import with_given
+
+        return with_given(frame, [self])
 
     def input_columns(self, spark: SparkSession, empty: DataFrame | None = None) -> tuple[str, ...]:
         """The contract fields the key reads, derived from the expression by Spark's analyser (the

@@ -56,10 +56,7 @@ def keyed_events(
     Spark job of its own, more than the per-event expression on a small input."""
     from pyspark.sql import functions as F
 
-    given = {(name, value): None for d in dimensions for name, value in d.given if name not in events.columns}
-    if given:
-        helpers = [built(("given", name, value), lambda n=name, v=value: v().alias(n)) for name, value in given]  # type: ignore[misc]
-        events = events.select("*", *helpers)
+    events = with_given(events, dimensions)
     keys = []
     for i, d in enumerate(dimensions):
         if d.once_per_value and not single_partition:
@@ -81,6 +78,19 @@ def keyed_events(
         *visit_columns,
         *keys,
     )
+
+
+def with_given(events: DataFrame, dimensions: Sequence[Dimension]) -> DataFrame:
+    """``events`` with the values the dimensions are given (``Dimension.given``), in one
+    projection, each name once; the columns are built once per JVM (:func:`built`)."""
+    given = dict.fromkeys((n, v) for d in dimensions for n, v in d.given if n not in events.columns)
+    if not given:
+        return events
+    return events.select("*", *[built(("given", n, v), _named(v, n)) for n, v in given])
+
+
+def _named(value: Callable[[], Column], name: str) -> Callable[[], Column]:
+    return lambda: value().alias(name)
 
 
 def _key_per_value(events: DataFrame, dimension: Dimension, name: str) -> DataFrame:

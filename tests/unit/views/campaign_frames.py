@@ -23,7 +23,9 @@ def events_of(pairs: list[tuple[str, str | None]]) -> list[PageView]:
     ]
 
 
-def stored_keys(spark: Any, pairs: list[tuple[str, str | None]], views: tuple[str, ...]) -> list[tuple[str, ...]]:
+def stored_keys(
+    spark: Any, pairs: list[tuple[str, str | None]], views: tuple[str, ...]
+) -> list[tuple[str, ...]]:
     """Each pair's stored key in each of ``views``, by the views' Spark expressions."""
     rows = [(1, f"e{i}", TS, "v", url, referrer, None, None) for i, (url, referrer) in enumerate(pairs)]
     frame = spark.createDataFrame(rows, event_schema())

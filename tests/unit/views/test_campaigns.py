@@ -24,7 +24,11 @@ EXAMPLES = [
     (f"{SITE}/pricing?utm_source=x", f"{SITE}/pricing", ("x", None, None)),
     (f"{SITE}/p?id=3&utm_medium=cpc&b=2", f"{SITE}/p?id=3&b=2", (None, "cpc", None)),
     (f"{SITE}/p?gclid=Abc&fbclid=x&MSCLKID=y&id=1", f"{SITE}/p?id=1", (None, None, None)),
-    (f"{SITE}/p?UTM_Source=News+Letter&utm_campaign=Spring%20Sale", f"{SITE}/p", ("news letter", None, "spring sale")),
+    (
+        f"{SITE}/p?UTM_Source=News+Letter&utm_campaign=Spring%20Sale",
+        f"{SITE}/p",
+        ("news letter", None, "spring sale"),
+    ),
     (f"{SITE}/p?utm_campaign=%E2%82%AC5-OFF", f"{SITE}/p", (None, None, "€5-off")),
     (f"{SITE}/p?utm_campaign=100%+off", f"{SITE}/p", (None, None, "100%+off")),  # malformed: as spelled
     (f"{SITE}/p?utm_source=%20%20a%20b%20", f"{SITE}/p", ("a b", None, None)),
@@ -60,9 +64,12 @@ def test_the_dropped_parameters_are_a_setting() -> None:
         Settings(page_drop_params=["a|b"])
 
 
-_NAMES = st.sampled_from(["utm_source", "UTM_Medium", "utm_campaign", "utm_term", "gclid", "FbClid", "id", "q", "", "utm_"])
+_NAMES = st.sampled_from(
+    ["utm_source", "UTM_Medium", "utm_campaign", "utm_term", "gclid", "FbClid", "id", "q", "", "utm_"]
+)
 _VALUE = st.lists(
-    st.sampled_from([*"aZ09-_.~+?=", "%20", "%2B", "%E2%82%AC", "%C3%A9", "%zz", "%", "é", "Σ", "İ"]), max_size=8
+    st.sampled_from([*"aZ09-_.~+?=", "%20", "%2B", "%E2%82%AC", "%C3%A9", "%zz", "%", "é", "Σ", "İ"]),
+    max_size=8,
 ).map("".join)
 _PIECE = st.one_of(st.tuples(_NAMES, _VALUE).map(lambda nv: f"{nv[0]}={nv[1]}"), _NAMES)
 _URL = st.builds(
@@ -78,4 +85,6 @@ def test_generated_urls_get_the_same_keys_everywhere(spark: Any, urls: list[str]
     got = stored_keys(spark, [(u, None) for u in urls], VIEWS)
     for url, (page, *utm) in zip(urls, got, strict=True):
         assert page == page_key(url) == oracle.page(url), url
-        assert utm == [f"shop.example.com|{oracle.utm(url, n) or '(none)'}" for n in ("source", "medium", "campaign")], url
+        assert utm == [
+            f"shop.example.com|{oracle.utm(url, n) or '(none)'}" for n in ("source", "medium", "campaign")
+        ], url

@@ -62,7 +62,11 @@ REAL = [
     # paid
     (f"{SITE}/?utm_source=google&utm_medium=cpc&gclid=x1", "https://www.google.com/", "Paid Search"),
     (f"{SITE}/?utm_source=bing&utm_medium=ppc", "https://www.bing.com/", "Paid Search"),
-    (f"{SITE}/?utm_source=facebook&utm_medium=paid_social&fbclid=y", "https://m.facebook.com/", "Paid Social"),
+    (
+        f"{SITE}/?utm_source=facebook&utm_medium=paid_social&fbclid=y",
+        "https://m.facebook.com/",
+        "Paid Social",
+    ),
     (f"{SITE}/?utm_source=linkedin.com&utm_medium=cpc", None, "Paid Social"),
     (f"{SITE}/?utm_source=youtube&utm_medium=cpv", None, "Paid Video"),
     (f"{SITE}/?utm_source=amazon&utm_medium=cpc", None, "Paid Shopping"),
@@ -87,7 +91,9 @@ REAL = [
 
 
 @pytest.mark.parametrize(("url", "referrer", "expected"), REAL)
-def test_the_recount_reads_the_tables_as_a_person_would(url: str, referrer: str | None, expected: str) -> None:
+def test_the_recount_reads_the_tables_as_a_person_would(
+    url: str, referrer: str | None, expected: str
+) -> None:
     assert channel(events_of([(url, referrer)])[0]) == expected
 
 

@@ -155,6 +155,7 @@ def test_input_columns_are_derived_from_the_declarations(spark: Any) -> None:
     assert get_view("page").input_columns(spark) == ("url",)
     assert get_view("referrer").input_columns(spark) == ("referrer", "url")
     assert get_view("device").input_columns(spark) == ("url", "user_agent")
+    assert get_view("channel").input_columns(spark) == ("referrer", "url")  # through its given values
     assert input_columns(all_views(), spark) == (
         "country",
         "event_id",
