@@ -47,7 +47,10 @@ ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOT = ROOT / "docs" / "dashboard.png"
 SITE = "shop.example.com"
 NO_NUMBER = "\u2013"  # what the page shows where it has no number (an en dash)
-BREAKDOWNS = ("page", "entry_page", "exit_page", "referrer", "country", "device")
+BREAKDOWNS = (
+    *("page", "entry_page", "exit_page", "referrer", "country", "device"),
+    *("channel", "utm_source", "utm_campaign"),
+)
 METRICS = ("visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration")
 CHROMIUM_FLAGS = (
     "--headless",
@@ -199,7 +202,7 @@ def api_value(metric: str, value: Any) -> float | None:
 
 
 def assert_page_equals_api(browser: WebDriver, base: str) -> dict[str, Any]:
-    """The chart's data, the six numbers with their exactness, the series table and the six
+    """The chart's data, the six numbers with their exactness, the series table and the
     breakdown tables are the API's answers to the queries the page says it made."""
     q = shown_query(browser)
     assert q["site"] == SITE and q["metrics"] == ",".join(METRICS)
