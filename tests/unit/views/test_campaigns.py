@@ -79,8 +79,8 @@ _URL = st.builds(
 )
 
 
-@settings(max_examples=5, deadline=None)
-@given(st.lists(_URL, min_size=40, max_size=40))
+@settings(max_examples=3, deadline=None)
+@given(st.lists(_URL, min_size=60, max_size=60))
 def test_generated_urls_get_the_same_keys_everywhere(spark: Any, urls: list[str]) -> None:
     got = stored_keys(spark, [(u, None) for u in urls], VIEWS)
     for url, (page, *utm) in zip(urls, got, strict=True):
