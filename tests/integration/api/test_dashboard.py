@@ -241,16 +241,15 @@ def assert_page_equals_api(browser: WebDriver, base: str) -> dict[str, Any]:
             limit=10,
             **{"from": q["from"], "to": q["to"]},
         )
-        shown = [
-            (
-                tr.get_attribute("data-value"),
-                [
-                    (td.get_attribute("data-metric"), shown_value(td.get_attribute("data-value")))
-                    for td in tr.find_elements(By.CSS_SELECTOR, "td[data-metric]")
-                ],
-            )
-            for tr in section.find_elements(By.CSS_SELECTOR, "tbody tr")
-        ]
+        # One read in the page (a script runs between two renders): the range includes the current
+        # hour, so the page re-queries every minute and may replace the rows between two reads.
+        rows = browser.execute_script(
+            "return [...arguments[0].querySelectorAll('tbody tr')].map((tr) => [tr.dataset.value, "
+            "[...tr.querySelectorAll('td[data-metric]')]"
+            ".map((td) => [td.dataset.metric, td.dataset.value])]);",
+            section,
+        )
+        shown = [(value, [(m, shown_value(v)) for m, v in cells]) for value, cells in rows]
         assert shown == [
             (e["value"], [(m, api_value(m, e[m])) for m in metrics.split(",")]) for e in expected["entries"]
         ], dimension
