@@ -150,23 +150,12 @@ def _first_view(key: Callable[[PageView], str]) -> Callable[[Visit], str]:
 
 
 VISIT_KEYS: dict[str, Callable[[Visit], str]] = {
-    **{
-        name: _first_view(DIMENSION_KEYS[name])
-        for name in (
-            "site",
-            "referrer",
-            "country",
-            "device",
-            "utm_source",
-            "utm_medium",
-            "utm_campaign",
-            "channel",
-        )
-    },
+    **{name: _first_view(key) for name, key in DIMENSION_KEYS.items() if name != "page"},
     "entry_page": lambda v: DIMENSION_KEYS["page"](v.first),
     "exit_page": lambda v: DIMENSION_KEYS["page"](v.last),
 }
-"""The views carrying visit metrics and a visit's key in each."""
+"""The views carrying visit metrics and a visit's key in each: every dimension but the page, keyed
+by the visit's first view, and the entry and exit pages."""
 
 
 def recount_visits(visits: Iterable[Visit]) -> VisitRecount:
