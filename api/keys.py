@@ -1,6 +1,7 @@
 """From what a client names (a URL, a site, a dimension's value) to the stored key of a view.
 
-A URL is normalised as ingest normalises events, a site is the host (with a non-default port) the
+A URL is normalised as ingest normalises events and keyed as the views key pages (without its
+campaign and click-id parameters: views.campaigns), a site is the host (with a non-default port) the
 views key it by, and a per-site dimension's key is ``site|value`` (:mod:`views.scopes`). A name
 that does not translate raises InvalidQuery naming the parameter (a 422).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from contract import normalize_url, site_of
 from serving_layer import SITE_VIEW, URL_VIEW, InvalidQuery
+from views.campaigns import page_key
 from views.scopes import scope_of, stored_key
 
 
@@ -34,7 +36,7 @@ def target_of(url: str | None, site: str | None) -> tuple[str, str]:
         raise InvalidQuery("site", "give either url or site, not both")
     if url is not None:
         try:
-            return URL_VIEW, normalize_url(url)
+            return URL_VIEW, page_key(normalize_url(url))
         except ValueError as exc:
             raise InvalidQuery("url", str(exc)) from None
     if site is not None:

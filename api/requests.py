@@ -41,6 +41,7 @@ from serving_layer.consistency import decode_token
 from serving_layer.current_visitors import CurrentQuery
 from serving_layer.queries import bounded
 from serving_layer.tiling import HOUR
+from views.campaigns import page_key
 from views.scopes import scope_of
 
 
@@ -197,7 +198,7 @@ def current_visitors_query(settings: Settings, params: CurrentVisitorsParams) ->
     if params.page is None:
         return CurrentQuery(site, SITE_VIEW, site, minutes)
     try:
-        page = normalize_url(params.page)
+        page = page_key(normalize_url(params.page))  # the page dimension's key, as target_of keys one
     except ValueError as exc:
         raise InvalidQuery("page", str(exc)) from None
     if scope_of(page, False) != site:

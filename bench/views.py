@@ -1,7 +1,9 @@
-"""The shared pass: Spark stages and throughput with the five shipped dimensions beside two views.
+"""The shared pass: Spark stages and throughput with the shipped dimensions beside two views.
 
-Runs on one generated dataset (Parquet, cached under the var dir), with no services, three ways:
-the five shipped dimensions and two views (``page``, ``site``) through the shared pass, and the
+Runs on one generated dataset (Parquet, cached under the var dir), with no services, four ways:
+the shipped dimensions (labelled ``five_dimensions``, the name of the figures since there were
+five), the shipped dimensions as they were before campaigns and channels (``before_campaigns``)
+and two views (``page``, ``site``) through the shared pass, and the
 two-view code the platform ran before views were declared (bench/baseline.py), the reference the
 five dimensions are held to. For each:
 1. batch: every view over all events, as a batch run computes and writes them (dedup, hourly and
@@ -89,6 +91,21 @@ Pass = Callable[[Any], object]
 """One way of computing the views over a frame of events (or of generation-tagged events)."""
 
 BEFORE = "two_views_before"
+CAMPAIGNS = ("utm_source", "utm_medium", "utm_campaign", "channel")
+
+
+def before_campaigns() -> list[View]:
+    """The shipped views as they were before campaigns and channels (issue 32): no UTM or channel
+    dimension, pages keyed by the URL as sent. The same run measures what those cost."""
+    from dataclasses import replace
+
+    return [replace(v, key=_raw_url) if v.url_keys else v for v in all_views() if v.name not in CAMPAIGNS]
+
+
+def _raw_url() -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("url")
 
 
 def batch_runs(spark: Any, views: dict[str, list[View]], lg_k: int) -> dict[str, Pass]:
@@ -162,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         small = tag_generations(events.limit(args.micro_batch)).cache()
         large = tag_generations(events.limit(args.large_micro_batch)).cache()
         small.count(), large.count()
-        sets = {"two_views": [get_view("page"), get_view("site")], "five_dimensions": all_views()}
+        sets = {
+            "two_views": [get_view("page"), get_view("site")],
+            "before_campaigns": before_campaigns(),
+            "five_dimensions": all_views(),
+        }
         lg_k = settings.hll_lg_k
         result: dict[str, Any] = {
             "events": n,

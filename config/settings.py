@@ -8,11 +8,12 @@ on 127.0.0.1 with no configuration at all; production overrides the addresses an
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +22,14 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "LAMBDA_"
 ENV_NONE = "null"
 """How the environment says "no value" for an optional field (``LAMBDA_MONGO_URI=null``)."""
+
+
+DEFAULT_PAGE_DROP_PARAMS = (
+    *("fbclid", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "twclid"),
+    *("ttclid", "li_fat_id", "igshid", "mc_cid", "mc_eid", "_hsenc", "_hsmi", "mkt_tok"),
+)
+"""Click and mailing identifiers: unique per click, so a page with them would be a key per visit."""
+_PARAM_NAME = re.compile(r"^[a-z0-9_.-]+$")
 
 
 class Settings(BaseSettings):
@@ -155,6 +164,12 @@ class Settings(BaseSettings):
             "A visit ends after this much event time without a page view (Plausible and Google "
             "Analytics use 30 min)."
         ),
+    )
+    page_drop_params: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PAGE_DROP_PARAMS),
+        description="Query parameters the page key leaves out beside every utm_* one (ad click ids, "
+        "mailing ids), as JSON: LAMBDA_PAGE_DROP_PARAMS='[\"fbclid\"]'. Names are matched in "
+        "ASCII lower case; the stored event keeps its URL as sent (views.campaigns).",
     )
     visit_lateness_s: int = Field(
         43200,
@@ -337,6 +352,17 @@ class Settings(BaseSettings):
         50 * 1024 * 1024, ge=1024, description="A job's log file is rotated past this size."
     )
     log_backups: int = Field(3, ge=1, description="Rotated log files kept per job (name.out.1, ...).")
+
+    @field_validator("page_drop_params")
+    @classmethod
+    def _param_names(cls, names: list[str]) -> list[str]:
+        """Lower-case names of letters, digits, ``_``, ``.`` and ``-``: each becomes a literal in
+        the page key's Spark expression."""
+        lowered = [n.lower() for n in names]
+        bad = [n for n in lowered if not _PARAM_NAME.match(n)]
+        if bad:
+            raise ValueError(f"not a query parameter name: {bad[0]!r} (letters, digits, _ . -)")
+        return sorted(set(lowered))
 
     def to_env(self, *fields: str) -> dict[str, str]:
         """The ``LAMBDA_*`` variables that make another process (a job, a CLI under test, a

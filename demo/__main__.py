@@ -173,6 +173,18 @@ def main() -> int:
                 "metrics": "visitors,visits,pageviews,views_per_visit,bounce_rate,visit_duration",
             },
         ),
+        # Visits from paid search ads per day: the channel of each visit's first view, from its
+        # referrer and the landing page's UTM values (views.channels).
+        (
+            "/v1/timeseries",
+            {
+                "site": "shop.example.com",
+                "dimension": "channel",
+                "value": "Paid Search",
+                "granularity": "day",
+                "metrics": "visitors,visits,bounce_rate",
+            },
+        ),
         # The pages visits start on, with their bounce rate and duration.
         (
             "/v1/breakdown",

@@ -1,6 +1,8 @@
 """Synthetic page-view traffic with the shapes real analytics data has.
 
-- URLs are Zipf-skewed over a few sites (a handful of pages get most views);
+- URLs are Zipf-skewed over a few sites (a handful of pages get most views); some session starts
+  land from a campaign (UTM parameters and click ids in the URL) and the others come direct or
+  from a referrer of each channel (search, social, email, video, shopping, referral);
 - visitors browse in sessions of several page views, and come back;
 - event time follows a diurnal curve when back-filling a span of days;
 - configurable fractions of late events (event time hours in the past), out-of-order events
@@ -64,7 +66,33 @@ EXTERNAL_REFERRERS = (
     "https://t.co/x",
     "https://www.reddit.com/r/webdev/",
     "https://www.facebook.com/",
+    "https://mail.google.com/",
+    "https://www.youtube.com/",
+    "https://www.amazon.com/",
+    "https://partner.example.org/reviews",
 )
+"""One of each channel of views.channels without UTM values: search, social, email, video,
+shopping, referral."""
+CAMPAIGNS: tuple[tuple[str, str | None], ...] = (
+    ("utm_source=google&utm_medium=cpc&utm_campaign=Spring+Sale&gclid={id}", "https://www.google.com/"),
+    ("utm_source=Newsletter&utm_medium=email&utm_campaign=november%20digest", None),
+    (
+        "utm_source=facebook&utm_medium=paid_social&utm_campaign=retargeting&fbclid={id}",
+        "https://m.facebook.com/",
+    ),
+    ("ref=42&utm_source=partner.example.org&utm_medium=referral", "https://partner.example.org/"),
+    ("utm_source=bing&utm_medium=cpc&utm_campaign=brand&msclkid={id}", "https://www.bing.com/"),
+    ("utm_source=youtube&utm_medium=video&utm_campaign=Launch%20Video", "https://www.youtube.com/"),
+    ("utm_campaign=cross-network-q4&utm_source=google&utm_medium=cpc", None),
+    ("utm_source=%20Partner%20&utm_medium=Affiliate&utm_term=shoes", None),
+    ("utm_source=sms&utm_medium=sms&utm_campaign=%E2%82%AC5-off", None),
+    ("utm_source=display-network&utm_medium=banner", "https://ads.example.net/"),
+)
+"""Campaign queries of landing pages and the referrer each comes with: every kind of channel, UTM
+values in mixed case with encoded spaces and non-ASCII, click ids unique per click (``{id}``), and
+a parameter the page keeps (``ref``)."""
+CAMPAIGN_SHARE = 0.2
+"""Of session starts, the share that lands from a campaign."""
 DIRECT_SHARE = 0.4
 """Of session starts, the share with no referrer (typed in, bookmarks, apps)."""
 _CHUNK = 4096
@@ -173,6 +201,8 @@ class TrafficGenerator:
         self._recent: list[dict[str, Any]] = []
         self._corrupt = _corruptions()
         self._time_cdf = self._diurnal_cdf() if config.span_hours > 0 else None
+        self._campaigns = np.random.default_rng([seed, 32])
+        """Its own stream: the other draws are those of a generator without campaigns."""
 
     def _make_urls(self) -> list[str]:
         urls = []
@@ -230,6 +260,7 @@ class TrafficGenerator:
         shift = rng.random(size).tolist()
         times = self._event_times(start_index, size).tolist()
         ref_roll = rng.random(size).tolist()
+        campaign_roll = self._campaigns.random(size).tolist()
         last_url = self._last_url
         visitor_ua = self._visitor_ua
         visitor_country = self._visitor_country
@@ -257,10 +288,13 @@ class TrafficGenerator:
             slot = slots[i]
             visitor = sessions[slot]
             referrer = last_url[slot]
-            if referrer is None and ref_roll[i] >= DIRECT_SHARE:
+            url = urls[url_idx[i]]
+            if referrer is None and campaign_roll[i] < CAMPAIGN_SHARE:
+                query, referrer = CAMPAIGNS[int(campaign_roll[i] / CAMPAIGN_SHARE * len(CAMPAIGNS))]
+                url = f"{url}?{query.format(id=f'{self.run_id}{start_index + i:x}')}"
+            elif referrer is None and ref_roll[i] >= DIRECT_SHARE:
                 share = (ref_roll[i] - DIRECT_SHARE) / (1.0 - DIRECT_SHARE)
                 referrer = EXTERNAL_REFERRERS[int(share * len(EXTERNAL_REFERRERS))]
-            url = urls[url_idx[i]]
             if session_end[i]:
                 sessions[slot] = new_visitors[i]
                 last_url[slot] = None

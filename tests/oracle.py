@@ -11,24 +11,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contract import PageView, site_of
+from tests import oracle_campaigns as campaigns
 from views.devices import classify
 
-
-def _referrer_source(e: PageView) -> str:
-    if not e.referrer:
-        return "(direct)"
-    host = site_of(e.referrer)
-    return "(internal)" if host == site_of(e.url) else host
-
-
 DIMENSION_KEYS: dict[str, Callable[[PageView], str]] = {
-    "page": lambda e: e.url,
+    "page": lambda e: campaigns.page(e.url),
     "site": lambda e: site_of(e.url),
-    "referrer": lambda e: f"{site_of(e.url)}|{_referrer_source(e)}",
+    "referrer": lambda e: campaigns.per_site(campaigns.referrer_source(e), e),
     "country": lambda e: f"{site_of(e.url)}|{e.country or '(unknown)'}",
     "device": lambda e: f"{site_of(e.url)}|{classify(e.user_agent)}",
+    "utm_source": lambda e: campaigns.per_site(campaigns.utm(e.url, "source"), e),
+    "utm_medium": lambda e: campaigns.per_site(campaigns.utm(e.url, "medium"), e),
+    "utm_campaign": lambda e: campaigns.per_site(campaigns.utm(e.url, "campaign"), e),
+    "channel": lambda e: campaigns.per_site(campaigns.channel(e), e),
 }
-"""The stored key of each shipped dimension, recomputed in plain Python from the event."""
+"""The stored key of each shipped dimension, recomputed in plain Python from the event (the page,
+UTM values and channel by tests.oracle_campaigns' own reading of the rules)."""
 
 
 @dataclass

@@ -7,16 +7,18 @@ property tests can hold the batch and the speed layer to it:
   ordered by event time with ties broken by ``event_id``, in which each view is at most ``gap_s``
   after the previous one. A visit never crosses a UTC midnight: a view after midnight starts a new
   visit.
-- It is credited to the UTC day and hour of its first view. Entry page = first view's URL, exit
-  page = last view's URL, page views = its number of views, duration = last view's time minus the
+- It is credited to the UTC day and hour of its first view. Entry page = first view's page key, exit
+  page = last view's, page views = its number of views, duration = last view's time minus the
   first's in integer milliseconds (``(last_us - first_us) // 1000``, microseconds since the epoch),
-  bounced = exactly one view. Its referrer source, country and device are its first view's.
+  bounced = exactly one view. Its referrer source, country, device, UTM values and channel are its
+  first view's.
 - Duplicates are removed first, by :func:`tests.oracle.dedup`.
 
 Stored metrics per (view, key, day) and per hour of the day: ``vi`` visits, ``bo`` bounces, ``du``
-total duration in ms, ``vv`` page views in visits. The views ``site``, ``referrer``, ``country`` and
-``device`` key a visit by its first view's stored key (:data:`tests.oracle.DIMENSION_KEYS`);
-``entry_page`` and ``exit_page`` by the first and the last view's full URL. ``page`` carries none.
+total duration in ms, ``vv`` page views in visits. The views ``site``, ``referrer``, ``country``,
+``device``, ``utm_*`` and ``channel`` key a visit by its first view's stored key
+(:data:`tests.oracle.DIMENSION_KEYS`); ``entry_page`` and ``exit_page`` by the first and the last
+view's page key. ``page`` carries none.
 """
 
 from __future__ import annotations
@@ -142,15 +144,18 @@ class VisitBucket:
 VisitRecount = dict[str, dict[tuple[str, str], VisitBucket]]
 """view -> (key, day) -> visit bucket."""
 
+
+def _first_view(key: Callable[[PageView], str]) -> Callable[[Visit], str]:
+    return lambda v: key(v.first)
+
+
 VISIT_KEYS: dict[str, Callable[[Visit], str]] = {
-    "site": lambda v: DIMENSION_KEYS["site"](v.first),
-    "referrer": lambda v: DIMENSION_KEYS["referrer"](v.first),
-    "country": lambda v: DIMENSION_KEYS["country"](v.first),
-    "device": lambda v: DIMENSION_KEYS["device"](v.first),
-    "entry_page": lambda v: v.first.url,
-    "exit_page": lambda v: v.last.url,
+    **{name: _first_view(key) for name, key in DIMENSION_KEYS.items() if name != "page"},
+    "entry_page": lambda v: DIMENSION_KEYS["page"](v.first),
+    "exit_page": lambda v: DIMENSION_KEYS["page"](v.last),
 }
-"""The views carrying visit metrics and a visit's key in each."""
+"""The views carrying visit metrics and a visit's key in each: every dimension but the page, keyed
+by the visit's first view, and the entry and exit pages."""
 
 
 def recount_visits(visits: Iterable[Visit]) -> VisitRecount:

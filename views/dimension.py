@@ -66,6 +66,13 @@ class Dimension:
     url_keys: bool = False
     """Its keys are normalised URLs (the page, the entry and exit pages): a value a client names
     is normalised as ingest normalises URLs before it is looked up."""
+    given: tuple[tuple[str, KeyExpression], ...] = ()
+    """Named values the key reads as columns (``F.col(name)``), computed once per event in a
+    projection before the keys (:meth:`with_given`; dimensions that give the same name share
+    it). Spark's expressions are trees: a value that many tests of a key read (the channel rules
+    read the source and the medium in most of theirs) would otherwise be copied into each test,
+    and planning every pass (each micro-batch of the speed layer) grows with the copies. Names
+    start with ``_``."""
 
     @property
     def counts_page_views(self) -> bool:
@@ -84,8 +91,15 @@ class Dimension:
         return F.concat(site_column(), F.lit(SCOPE_SEPARATOR), value) if self.per_site else value
 
     def expression(self) -> str:
-        """Spark's rendering of the stored key expression: what the fingerprint hashes."""
-        return str(self.stored_key())
+        """Spark's rendering of the stored key expression and of the values it is given: what the
+        fingerprint hashes."""
+        return "".join([str(self.stored_key()), *(f" {name}={value()}" for name, value in self.given)])
+
+    def with_given(self, frame: DataFrame) -> DataFrame:
+        """``frame`` with the columns of :attr:`given` it does not have yet."""
+        from views.shared_pass import with_given
+
+        return with_given(frame, [self])
 
     def input_columns(self, spark: SparkSession, empty: DataFrame | None = None) -> tuple[str, ...]:
         """The contract fields the key reads, derived from the expression by Spark's analyser (the
@@ -95,11 +109,19 @@ class Dimension:
 
         if empty is None:
             empty = spark.createDataFrame([], event_schema())
-        return references(empty, self.stored_key())
+        return self._fields(empty, self.stored_key())
 
     def key_columns(self, events: DataFrame) -> tuple[str, ...]:
         """The fields the key's value reads (without the site a per-site key adds)."""
-        return references(events, self.key())
+        return self._fields(events, self.key())
+
+    def _fields(self, frame: DataFrame, column: Column) -> tuple[str, ...]:
+        """The columns of ``frame`` that ``column`` reads, through the values it is given."""
+        names = {name for name, _ in self.given}
+        found = set(references(self.with_given(frame), column)) - names
+        for _, value in self.given:
+            found.update(references(frame, value()))
+        return tuple(sorted(found))
 
 
 def references(frame: DataFrame, column: Column) -> tuple[str, ...]:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from views.campaigns import MAX_UTM_LENGTH, page_key_column, utm_column
+from views.channels import CHANNELS, DIRECT, INTERNAL, channel_column, referrer_source
 from views.devices import device_column
-from views.dimension import Dimension, site_column
+from views.dimension import NONE, Dimension, KeyExpression, site_column
 from views.registry import declare
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-DIRECT = "(direct)"
-INTERNAL = "(internal)"
 UNKNOWN_COUNTRY = "(unknown)"
 
 
@@ -26,20 +26,42 @@ def _url() -> Column:
     return F.col("url")
 
 
-def _referrer_source() -> Column:
-    """The referrer's host; ``(direct)`` without a referrer, ``(internal)`` from the site itself.
+def _page() -> Column:
+    """The page key: the URL without its campaign and click-id parameters (views.campaigns)."""
+    return page_key_column(_url())
 
-    Referrers are normalised by the contract (lower-case scheme and host, default port dropped),
-    so the host is what follows ``://`` up to the next ``/``.
-    """
+
+def _utm_source() -> Column:
+    return utm_column(_url(), "source")
+
+
+def _utm_medium() -> Column:
+    return utm_column(_url(), "medium")
+
+
+def _utm_campaign() -> Column:
+    return utm_column(_url(), "campaign")
+
+
+CAMPAIGN_VALUES: tuple[tuple[str, KeyExpression], ...] = (
+    ("_referrer", referrer_source),
+    ("_utm_source", _utm_source),
+    ("_utm_medium", _utm_medium),
+    ("_utm_campaign", _utm_campaign),
+)
+"""What the UTM dimensions and the channel read, computed once per event (``Dimension.given``)."""
+
+
+def _given(name: str) -> KeyExpression:
     from pyspark.sql import functions as F
 
-    host = F.regexp_extract(F.col("referrer"), r"^[a-z]+://([^/]+)", 1)
-    return (
-        F.when(F.col("referrer").isNull() | (host == ""), F.lit(DIRECT))
-        .when(host == site_column(), F.lit(INTERNAL))
-        .otherwise(host)
-    )
+    return lambda: F.col(name)
+
+
+def _channel() -> Column:
+    from pyspark.sql import functions as F
+
+    return channel_column(*(F.col(name) for name, _ in CAMPAIGN_VALUES))
 
 
 def _country() -> Column:
@@ -57,8 +79,9 @@ def _device() -> Column:
 declare(
     Dimension(
         "page",
-        _url,
-        "Page views and visitors per page (the normalised URL), across sites.",
+        _page,
+        "Page views and visitors per page (the normalised URL without utm_* and click-id "
+        "parameters), across sites.",
         per_site=False,
         examples=("https://shop.example.com/cart",),
         url_keys=True,
@@ -77,7 +100,7 @@ declare(
 declare(
     Dimension(
         "referrer",
-        _referrer_source,
+        referrer_source,
         "Where visitors came from: the referrer's host, (direct) or (internal).",
         examples=("www.google.com", DIRECT, INTERNAL),
         visits=True,
@@ -105,8 +128,8 @@ declare(
 declare(
     Dimension(
         "entry_page",
-        _url,
-        "Visits per entry page: the URL of each visit's first view, across sites (views.sessions).",
+        _page,
+        "Visits per entry page: the page of each visit's first view, across sites (views.sessions).",
         per_site=False,
         examples=("https://shop.example.com/",),
         url_keys=True,
@@ -116,11 +139,38 @@ declare(
 declare(
     Dimension(
         "exit_page",
-        _url,
-        "Visits per exit page: the URL of each visit's last view, across sites (views.sessions).",
+        _page,
+        "Visits per exit page: the page of each visit's last view, across sites (views.sessions).",
         per_site=False,
         examples=("https://shop.example.com/cart",),
         url_keys=True,
         per_visit="exit",
+    )
+)
+for _name, _what, _example in (
+    ("source", "who sent the visitor (a search engine, a newsletter, a partner)", "newsletter"),
+    ("medium", "the kind of link (cpc, email, social)", "email"),
+    ("campaign", "the campaign's name", "spring_sale"),
+):
+    declare(
+        Dimension(
+            f"utm_{_name}",
+            _given(f"_utm_{_name}"),
+            f"The page URL's utm_{_name}: {_what}; lower case, trimmed, at most "
+            f"{MAX_UTM_LENGTH} characters, (none) without one (views.campaigns).",
+            examples=(_example, NONE),
+            visits=True,
+            given=tuple(g for g in CAMPAIGN_VALUES if g[0] == f"_utm_{_name}"),
+        )
+    )
+declare(
+    Dimension(
+        "channel",
+        _channel,
+        "The channel, from the referrer and the UTM values by rules modelled on GA4's default "
+        "channel group (views.channels): " + ", ".join(CHANNELS) + ".",
+        examples=("Organic Search", "Direct", "Email", "Paid Search"),
+        visits=True,
+        given=CAMPAIGN_VALUES,
     )
 )

@@ -4,10 +4,10 @@ A **visit** is a maximal run of one visitor's page views on one site, ordered by
 by ``event_id``), in which each view is at most the session gap (``session_gap_s``, 30 min) after
 the previous one. A visit never crosses a UTC midnight: the visitor-day is the unit of state and of
 incremental recompute. A visit is credited to the UTC hour and day of its first view; its entry
-page is its first view's URL, its exit page its last view's, its views the number of its page
+page is its first view's page key, its exit page its last view's, its views the number of its page
 views, its duration the last view's time minus the first's (integer milliseconds, from microsecond
 timestamps: ``(last_us - first_us) // 1000``), and it bounced when it has exactly one view. Its
-site, referrer source, country and device are those of its first view.
+site, referrer source, country, device, UTM values and channel are those of its first view.
 
 Everything stored about visits is additive, per (view, key, day) and hour: ``vi`` visits, ``bo``
 bounces, ``du`` total duration (ms), ``vv`` page views in visits. Batch and realtime parts add up;

@@ -48,13 +48,15 @@ def keyed_events(
     Keys are computed before the shuffle so that it moves short keys, not the raw fields they come
     from (a user agent alone is longer than all the keys together). A dimension declared
     ``once_per_value`` gets its key from a broadcast table of the distinct values of the fields it
-    reads (:func:`_key_per_value`). The day stays a date (an int) through the pass and becomes
+    reads (:func:`_key_per_value`). The values dimensions are given (``Dimension.given``) are
+    computed first, in a projection of their own. The day stays a date (an int) through the pass and becomes
     the stored ``YYYY-MM-DD`` string only on the output rows (:func:`aggregate`).
 
     With ``single_partition`` every key is evaluated per event: the broadcast table would cost a
     Spark job of its own, more than the per-event expression on a small input."""
     from pyspark.sql import functions as F
 
+    events = with_given(events, dimensions)
     keys = []
     for i, d in enumerate(dimensions):
         if d.once_per_value and not single_partition:
@@ -76,6 +78,19 @@ def keyed_events(
         *visit_columns,
         *keys,
     )
+
+
+def with_given(events: DataFrame, dimensions: Sequence[Dimension]) -> DataFrame:
+    """``events`` with the values the dimensions are given (``Dimension.given``), in one
+    projection, each name once; the columns are built once per JVM (:func:`built`)."""
+    given = dict.fromkeys((n, v) for d in dimensions for n, v in d.given if n not in events.columns)
+    if not given:
+        return events
+    return events.select("*", *[built(("given", n, v), _named(v, n)) for n, v in given])
+
+
+def _named(value: Callable[[], Column], name: str) -> Callable[[], Column]:
+    return lambda: value().alias(name)
 
 
 def _key_per_value(events: DataFrame, dimension: Dimension, name: str) -> DataFrame:

@@ -1,8 +1,9 @@
 // The dashboard: one site's traffic from the public API (GET /v1/timeseries, /v1/breakdown,
 // /v1/status): the six numbers of the range (unique visitors, visits, page views, views per visit,
 // bounce rate, visit duration) with their exactness and, if asked, their change against a
-// comparison range, a chart of the chosen one, six breakdowns (each table downloadable as CSV),
-// live numbers and the freshness of what is shown.
+// comparison range, a chart of the chosen one, nine breakdowns (pages, entry and exit pages,
+// referrers, countries, devices, channels, campaign sources and campaigns; each table downloadable
+// as CSV), live numbers and the freshness of what is shown.
 //
 // No build step: an ES module that imports the vendored uPlot. All requests go to this origin
 // (relative URLs, so the API may sit behind a path prefix). The state lives in the page's query

@@ -306,7 +306,8 @@ def test_visits_of_generated_traffic_add_up_across_dimensions(served: Served) ->
         assert total["visits"] > 100 and sum(p["visits"] for p in series["series"]) == total["visits"]
         views = total["views_per_visit"] * total["visits"]
         assert abs(views - total["pageviews"]) <= 0.0005 * total["visits"] + 0.5
-        for dimension in ("referrer", "country", "device", "entry_page", "exit_page"):
+        dimensions = ("referrer", "country", "device", "channel", "utm_source", "utm_medium", "utm_campaign")
+        for dimension in (*dimensions, "entry_page", "exit_page"):
             body = get(
                 api,
                 "/v1/breakdown",

@@ -33,7 +33,7 @@ from tests.integration.serving_fixtures import (
     read_log,
     redis_of,
 )
-from tests.oracle import dedup, recount
+from tests.oracle import DIMENSION_KEYS, dedup, recount
 from tests.serving_suite import ServingOracle, assert_series_equal_the_recount
 from tests.serving_support import commit_realtime
 
@@ -86,7 +86,8 @@ def test_merged_answers_equal_the_recount_of_the_log(served: Served) -> None:
         totals: dict[str, int] = {}
         for e in dedup(events):
             if top.start <= e.ts < top.end:
-                totals[e.url] = totals.get(e.url, 0) + 1
+                page = DIMENSION_KEYS["page"](e)
+                totals[page] = totals.get(page, 0) + 1
         assert top.start == day_start
         assert top.entries == sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
 

@@ -221,7 +221,7 @@ def test_generated_logs_agree_with_themselves_in_any_order(log: VisitLog) -> Non
         assert len({e.ts.date() for e in v.views}) == 1
         assert all(b.ts - a.ts <= GAP for a, b in zip(v.views, v.views[1:], strict=False))
     recount = visit_recount(log.events)
-    for view in ("site", "referrer", "country", "device", "entry_page", "exit_page"):
+    for view in ("site", "referrer", "country", "device", "channel", "utm_source", "entry_page", "exit_page"):
         assert sum(b.vi for b in recount[view].values()) == len(visits)
         assert sum(b.vv for b in recount[view].values()) == len({e.event_id for e in log.events})
 

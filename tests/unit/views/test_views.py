@@ -67,7 +67,10 @@ def _by_view(rows: list[Any]) -> dict[str, list[Any]]:
 def test_every_shipped_dimension_matches_the_recount(spark: Any, events: list[Any]) -> None:
     expected = recount(events)
     assert {v.name for v in all_views()} == {*expected, "entry_page", "exit_page"}
-    assert set(expected) == {"page", "site", "referrer", "country", "device"}  # views of page views
+    assert set(expected) == {  # views of page views
+        *("page", "site", "referrer", "country", "device"),
+        *("utm_source", "utm_medium", "utm_campaign", "channel"),
+    }
     rows = _by_view(compute(_dataframe(spark, events), all_views(), 12).collect())
     for name, buckets in expected.items():
         _check(rows[name], buckets)
@@ -76,6 +79,17 @@ def test_every_shipped_dimension_matches_the_recount(spark: Any, events: list[An
     assert {"(direct)", "(internal)"} <= referrers and len(referrers) > 3
     assert {k.split("|", 1)[1] for k, _ in expected["device"]} >= {"desktop", "mobile", "tablet", "bot"}
     assert "(unknown)" in {k.split("|", 1)[1] for k, _ in expected["country"]}
+    # ... and of the campaigns': every channel the generator sends, the UTM values normalised, the
+    # pages without their utm_* parameters and click ids.
+    channels = {k.split("|", 1)[1] for k, _ in expected["channel"]}
+    assert channels >= {"Direct", "Internal", "Organic Search", "Organic Social", "Email", "Paid Search"}
+    assert channels >= {"Paid Social", "Referral", "Organic Video", "Organic Shopping", "Cross-network"}
+    assert channels >= {"Affiliates", "SMS", "Display"}
+    campaigns = {k.split("|", 1)[1] for k, _ in expected["utm_campaign"]}
+    assert {"spring sale", "november digest", "€5-off", "(none)"} <= campaigns
+    assert "partner" in {k.split("|", 1)[1] for k, _ in expected["utm_source"]}
+    pages = {k for k, _ in expected["page"]}
+    assert not any("utm_" in p or "clid=" in p for p in pages) and any(p.endswith("?ref=42") for p in pages)
 
 
 def _plan(df: Any) -> str:
@@ -141,6 +155,7 @@ def test_input_columns_are_derived_from_the_declarations(spark: Any) -> None:
     assert get_view("page").input_columns(spark) == ("url",)
     assert get_view("referrer").input_columns(spark) == ("referrer", "url")
     assert get_view("device").input_columns(spark) == ("url", "user_agent")
+    assert get_view("channel").input_columns(spark) == ("referrer", "url")  # through its given values
     assert input_columns(all_views(), spark) == (
         "country",
         "event_id",
