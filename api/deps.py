@@ -24,6 +24,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import BaseModel
 
 from api import cost, scoping
+from api.answer_cache import AnswerCache
 from api.auth import Caller, require_scope
 from api.params import (
     BreakdownParams,
@@ -68,6 +69,10 @@ async def get_engine(request: Request) -> QueryEngine:
 
 def engine_of(request: Request) -> QueryEngine:
     return _services(request).engine
+
+
+def answers_of(request: Request) -> AnswerCache:
+    return _services(request).answers
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from api.answer_cache import AnswerCache
 from api.auth import Authenticator
 from api.events import EventIngest
 from api.kafka import KafkaProbe
@@ -27,6 +28,8 @@ class Services:
 
     settings: Settings
     engine: QueryEngine
+    answers: AnswerCache
+    """The series queries' rendered answers, reused while their realtime state is current."""
     ingest: EventIngest
     kafka: KafkaProbe
     metrics: ApiMetrics

@@ -7,8 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from api import render
-from api.deps import SeriesRequestDep, TopRequestDep, engine_of, query_openapi
+from api.deps import SeriesRequestDep, TopRequestDep, answers_of, engine_of, query_openapi
 from api.params import SeriesParams, TopParams
+from api.requests import SeriesRequest
 from api.routes.responses import GUARD_ERRORS
 from api.schemas import (
     ErrorResponse,
@@ -18,8 +19,16 @@ from api.schemas import (
     UniqueVisitorsResponse,
     ValidationErrorResponse,
 )
+from serving_layer import SeriesQuery
 
 router = APIRouter(prefix="/v1", tags=["queries"])
+
+
+def reusable(route: str, r: SeriesRequest) -> tuple[str, SeriesQuery] | None:
+    """The answer cache's key of a series query (api.answer_cache); None for a read-your-writes
+    query, which waits on the commit and is never answered from the cache."""
+    return None if r.after is not None else (route, r.query)
+
 
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **GUARD_ERRORS,
@@ -51,7 +60,11 @@ async def pageviews(request: Request, r: SeriesRequestDep) -> render.JsonBytes:
     """Exact page views: the served generation's batch views plus its realtime views. With Redis
     down the answer comes from the batch views alone and says so (`partial`, `missing`, `covers`)."""
     engine = engine_of(request)
-    return render.json_response(render.pageviews(await engine.pageviews(r.query, r.after)))
+    return render.JsonBytes(
+        await answers_of(request).answer(
+            reusable("pageviews", r), lambda: engine.pageviews(r.query, r.after), render.pageviews_bytes
+        )
+    )
 
 
 @router.get(
@@ -65,7 +78,13 @@ async def unique_visitors(request: Request, r: SeriesRequestDep) -> render.JsonB
     """HLL estimates with 95% bounds (the union of bucket sketches, never a sum), or exact counts
     when the batch views alone answer a single stored bucket (`exact: true`)."""
     engine = engine_of(request)
-    return render.json_response(render.unique_visitors(await engine.unique_visitors(r.query, r.after)))
+    return render.JsonBytes(
+        await answers_of(request).answer(
+            reusable("unique-visitors", r),
+            lambda: engine.unique_visitors(r.query, r.after),
+            render.unique_visitors_bytes,
+        )
+    )
 
 
 @router.get(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
@@ -195,6 +195,19 @@ def snapshot_args(hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> list
     return head + listed + reads
 
 
+def stamp_of(reply: list[Any]) -> Hashable | None:
+    """A snapshot's stamp (serving_layer.model.RealtimeSnapshot.stamp): the served pointer, the
+    commit record and the generation's sets of counted views and of visit flags, raw, as the
+    function read them at one instant. The speed layer writes realtime values only in the
+    transaction that also rewrites the commit record (stores.redis.handshake), whose batch id
+    grows, and a generation switch rewrites the pointer; so two reads with the same stamp saw the
+    same realtime values. Without a commit record (nothing committed, or a rebuild under way) there
+    is no stamp."""
+    if reply[0] is None or reply[1] is None:
+        return None
+    return (reply[0], reply[1], frozenset(reply[2]), frozenset(reply[3]))
+
+
 class RedisRealtimeReader:
     """Reads realtime snapshots with ``client`` (made by :func:`connect`).
 
@@ -262,7 +275,8 @@ class RedisRealtimeReader:
         ]
         rank_values = [_ranking(flat) for flat in reply[4 + n :]]
         flags = frozenset(m.decode() for m in reply[3])
-        return RealtimeSnapshot(served, commit, hash_values, rank_values, keys.decode_views(reply[2]), flags)
+        views = keys.decode_views(reply[2])
+        return RealtimeSnapshot(served, commit, hash_values, rank_values, views, flags, stamp_of(reply))
 
     async def speed_stats(self) -> dict[str, object] | None:
         raw = await self._call(self.client.get(keys.SPEED_STATS))
