@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 
 from api import render
 from api.deps import SeriesRequestDep, TopRequestDep, answers_of, engine_of, query_openapi
+from api.direct_route import DirectRoute
 from api.params import SeriesParams, TopParams
 from api.requests import SeriesRequest
 from api.routes.responses import GUARD_ERRORS
@@ -21,7 +22,7 @@ from api.schemas import (
 )
 from serving_layer import SeriesQuery
 
-router = APIRouter(prefix="/v1", tags=["queries"])
+router = APIRouter(prefix="/v1", tags=["queries"], route_class=DirectRoute)
 
 
 def reusable(route: str, r: SeriesRequest) -> tuple[str, SeriesQuery] | None:
