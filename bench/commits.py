@@ -62,16 +62,22 @@ class BackgroundCommits:
             self.commit()
 
     def commit(self) -> None:
-        """One micro-batch's commit transaction."""
-        with RedisSpeedCommits(self.client).transaction() as tx:
-            last = tx.speed_commit()
-            offsets = dict(last.offsets or self.offsets)
-            offsets[0] = offsets.get(0, 0) + 1
-            tx.multi()
-            for name in self.hashes:
-                tx.pipeline.hincrby(name, keys.PV, 1)
-                tx.pipeline.hincrby(name, keys.hour_field(keys.PV, HOUR), 1)
-            stats = {"batch_id": last.batch_id + 1, "at": time.time(), "rows": len(self.hashes)}
-            tx.record_commit(SpeedCommit(last.batch_id + 1, offsets), json.dumps(stats))
-            tx.execute()
+        commit(self.client, self.hashes, self.offsets)
         self.commits += 1
+
+
+def commit(client: redis.Redis, hashes: list[str], offsets: dict[int, int]) -> None:
+    """One micro-batch's commit transaction: one page view more in each of ``hashes`` (the day's
+    and hour :data:`HOUR`'s), the next batch id, one more offset on partition 0 than the last
+    commit (or than ``offsets`` when there is none)."""
+    with RedisSpeedCommits(client).transaction() as tx:
+        last = tx.speed_commit()
+        ends = dict(last.offsets or offsets)
+        ends[0] = ends.get(0, 0) + 1
+        tx.multi()
+        for name in hashes:
+            tx.pipeline.hincrby(name, keys.PV, 1)
+            tx.pipeline.hincrby(name, keys.hour_field(keys.PV, HOUR), 1)
+        stats = {"batch_id": last.batch_id + 1, "at": time.time(), "rows": len(hashes)}
+        tx.record_commit(SpeedCommit(last.batch_id + 1, ends), json.dumps(stats))
+        tx.execute()

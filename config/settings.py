@@ -233,6 +233,9 @@ class Settings(BaseSettings):
         description="Bytes of rendered series answers cached per worker, each reused only while the "
         "realtime state it was computed from is current (api.answer_cache); 0: off.",
     )
+    api_params_cache_bytes: int = Field(
+        4 << 20, ge=0, description="Bytes of validated query strings cached per process (api.params)."
+    )
     url_cache_bytes: int = Field(
         8 << 20, ge=0, description="Bytes of normalised URLs cached per process (contract.normalize_url)."
     )

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from api.answer_cache import AnswerCache
 from api.app import create_app
-from bench.commits import BackgroundCommits
+from bench.commits import commit
 from config.settings import Settings
 from generations.model import Served
 from speed_layer.job import SpeedJob
@@ -85,7 +85,6 @@ def test_the_stamp_changes_with_every_write_of_the_realtime_state(bare: Settings
     served = keys.decode_served(r.get(keys.SERVED))
     day = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
     name = keys.realtime_key(served.gen, "site", "stamp.example.com", day)
-    commits = BackgroundCommits(bare.redis_url, [name], 1.0, served.cut)
 
     async def stamps(*changes: Any) -> list[Hashable | None]:
         reader = RedisRealtimeReader(connect(bare))
@@ -104,8 +103,8 @@ def test_the_stamp_changes_with_every_write_of_the_realtime_state(bare: Settings
     try:
         seen = asyncio.run(
             stamps(
-                commits.commit,
-                commits.commit,
+                lambda: commit(r, [name], served.cut),
+                lambda: commit(r, [name], served.cut),
                 lambda: r.sadd(views, keys.VIEWS_SENTINEL, "site@x"),
                 lambda: r.set(keys.SERVED, keys.encode_served(Served(served.gen, {**served.cut, 99: 1}))),
             )
@@ -113,7 +112,6 @@ def test_the_stamp_changes_with_every_write_of_the_realtime_state(bare: Settings
     finally:
         r.set(keys.SERVED, keys.encode_served(served))
         r.delete(name, views)
-        commits.client.close()
         r.close()
     after_changes = seen[2::2]
     assert None not in after_changes and len(set(after_changes)) == len(after_changes)
