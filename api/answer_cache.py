@@ -31,7 +31,13 @@ from cachetools import LRUCache
 from config.memo import deep_size
 from serving_layer.answers import Coverage
 from serving_layer.model import RealtimeUnavailable
-from stores.base import RealtimeReader
+
+
+class StampReader(Protocol):
+    async def stamp(self) -> Hashable | None:
+        """The realtime state's stamp now (serving_layer.model.RealtimeSnapshot.stamp); raises
+        RealtimeUnavailable when Redis cannot be read."""
+        ...
 
 
 class _Answer(Protocol):
@@ -55,7 +61,7 @@ class _Entry:
 class AnswerCache:
     """Rendered answers by (route, query), each with the stamp of the snapshot it came from."""
 
-    def __init__(self, realtime: RealtimeReader, max_bytes: int) -> None:
+    def __init__(self, realtime: StampReader, max_bytes: int) -> None:
         self.realtime = realtime
         self.max_bytes = max_bytes
         self._entries: LRUCache[Hashable, _Entry] = LRUCache(max(max_bytes, 1), getsizeof=_size)
@@ -76,7 +82,7 @@ class AnswerCache:
         """The realtime state's stamp now; None when Redis cannot tell (then the query is answered
         the ordinary way, which handles Redis being down)."""
         try:
-            return (await self.realtime.snapshot((), ())).stamp
+            return await self.realtime.stamp()
         except RealtimeUnavailable:
             return None
 

@@ -95,7 +95,7 @@ def build_services(settings: Settings) -> Services:
         redis=redis_client,
         auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
         rate=RateLimiter(settings.api_rate_limit),
-        close_stores=_closer(redis_client.aclose, mongo.close),
+        close_stores=_closer(realtime.aclose, mongo.close),
     )
 
 

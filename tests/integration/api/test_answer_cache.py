@@ -4,7 +4,8 @@ log again, from a new snapshot.
 
 The realtime reader's stamp, which the cache's rule rests on, is checked on the real Redis too: the
 same for two reads with no write between them, different after a commit of the speed layer, a
-generation switch, or a change of the generation's counted views."""
+generation switch, or a change of the generation's counted views, and the same whether read with
+a whole snapshot (redis-py) or alone on the lean connection (stores.redis.stamp)."""
 
 from __future__ import annotations
 
@@ -95,9 +96,11 @@ def test_the_stamp_changes_with_every_write_of_the_realtime_state(bare: Settings
                 assert seen[-1] == seen[-2]
                 change()
                 seen.append((await reader.snapshot((), ())).stamp)
+                # The lean connection's read of the stamp (stores.redis.stamp) gives the same.
+                assert await reader.stamp() == seen[-1]
             return seen
         finally:
-            await reader.client.aclose()
+            await reader.aclose()
 
     views = keys.realtime_views_key(served.gen)
     try:

@@ -36,6 +36,9 @@ class Versioned:
         stamp = ("v", self.version) if self.stamped else None
         return RealtimeSnapshot(Served(1, {}), SpeedCommit(self.version, {}), [], [], stamp=stamp)
 
+    async def stamp(self) -> Hashable | None:
+        return (await self.snapshot((), ())).stamp
+
     async def speed_stats(self) -> dict[str, object] | None:
         return None
 
