@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 
@@ -37,8 +37,7 @@ class _Protocol(asyncio.Protocol):
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio's classes
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -59,7 +58,8 @@ class _Protocol(asyncio.Protocol):
                 future.set_exception(StampUnavailable(f"connection lost: {exc}"))
 
     def call(self, packed: bytes) -> asyncio.Future[Any]:
-        assert self.transport is not None
+        if self.transport is None or self.lost:
+            raise StampUnavailable("not connected")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting.append(future)
         self.transport.write(packed)
