@@ -21,6 +21,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from api import render
+from api.answer_cache import AnswerCache
 from api.auth import Authenticator, check_binding, mode_note
 from api.collect import COLLECT_PATH, access_log
 from api.collect.collector import Collector
@@ -66,9 +67,10 @@ def build_services(settings: Settings) -> Services:
         mongo, settings.mongo_db, settings.api_cache_mb * 1024 * 1024, settings.api_mongo_concurrency
     )
     redis_client = connect(settings)
+    realtime = RedisRealtimeReader(redis_client)
     engine = QueryEngine(
         batch,
-        RedisRealtimeReader(redis_client),
+        realtime,
         on_degraded=lambda store, exc: metrics.store_errors.labels(store).inc(),
         on_bad_key=lambda view, key: metrics.bad_keys.labels(view).inc(),
     )
@@ -76,12 +78,22 @@ def build_services(settings: Settings) -> Services:
     metrics.gauge("lambda_api_batch_cache_bytes", "Bytes of batch documents cached.", lambda: cache.bytes)
     metrics.gauge("lambda_api_batch_cache_hits", "Batch document cache hits.", lambda: cache.hits)
     metrics.gauge("lambda_api_batch_cache_misses", "Batch document cache misses.", lambda: cache.misses)
+    answers = AnswerCache(realtime, settings.api_answer_cache_bytes)
+    metrics.gauge("lambda_api_answer_cache_bytes", "Bytes of answers cached.", lambda: answers.cached_bytes)
+    metrics.gauge("lambda_api_answer_cache_hits", "Answers sent from the cache.", lambda: answers.hits)
+    metrics.gauge("lambda_api_answer_cache_misses", "Cacheable answers computed.", lambda: answers.misses)
+    metrics.gauge(
+        "lambda_api_answer_cache_stale",
+        "Cached answers a commit or a generation switch made stale.",
+        lambda: answers.stale,
+    )
     for setting, bound in memo.BOUNDS.items():  # tilings, read plans, normalised URLs
         name = f"lambda_{setting.removeprefix('api_').removesuffix('_bytes')}_bytes"
         metrics.gauge(name, f"Bytes cached (bound: LAMBDA_{setting.upper()}).", _bytes_of(bound))
     return Services(
         settings=settings,
         engine=engine,
+        answers=answers,
         ingest=EventIngest(settings),
         kafka=KafkaProbe(settings),
         metrics=metrics,
@@ -89,7 +101,7 @@ def build_services(settings: Settings) -> Services:
         redis=redis_client,
         auth=Authenticator(settings, MongoApiKeyStore(mongo[settings.mongo_db])),
         rate=RateLimiter(settings.api_rate_limit),
-        close_stores=_closer(redis_client.aclose, mongo.close),
+        close_stores=_closer(realtime.aclose, mongo.close),
         collect=Collector(settings, MongoSaltStore(mongo[settings.mongo_db]), metrics.registry),
     )
 

@@ -17,8 +17,11 @@ the limit and the cost asked.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from config.memo import memo
 from serving_layer import SeriesQuery, TopQuery
-from serving_layer.tiling import buckets, days_covering, tile
+from serving_layer.tiling import Granularity, buckets, days_covering, tile
 
 
 class TooCostly(Exception):
@@ -40,8 +43,15 @@ class TooCostly(Exception):
 
 
 def series_cost(q: SeriesQuery) -> int:
-    series_tiles = sum(len(b.tiles) for b in buckets(q.start, q.end, q.granularity))
-    return len(days_covering(q.start, q.end)) + series_tiles + len(tile(q.start, q.end))
+    return _series_cost(q.start, q.end, q.granularity)
+
+
+@memo("api_tiling_cache_bytes")
+def _series_cost(start: datetime, end: datetime, granularity: Granularity) -> int:
+    """A series' cost depends on its range and buckets alone: computed once per range, with the
+    tilings it counts (a 30-day range's days and buckets cost more to count than a cached answer)."""
+    series_tiles = sum(len(b.tiles) for b in buckets(start, end, granularity))
+    return len(days_covering(start, end)) + series_tiles + len(tile(start, end))
 
 
 def top_cost(q: TopQuery) -> int:

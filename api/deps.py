@@ -24,6 +24,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import BaseModel
 
 from api import compare, cost, scoping
+from api.answer_cache import AnswerCache
 from api.auth import Caller, require_scope
 from api.collect.collector import Collector
 from api.params import (
@@ -76,6 +77,10 @@ def engine_of(request: Request) -> QueryEngine:
 
 async def get_collector(request: Request) -> Collector:
     return _services(request).collect
+
+
+def answers_of(request: Request) -> AnswerCache:
+    return _services(request).answers
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

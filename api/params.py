@@ -19,7 +19,9 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field, ValidationError
+from starlette.datastructures import QueryParams
 
+from config.memo import memo
 from serving_layer import Granularity
 from serving_layer.comparison import Compare
 
@@ -177,9 +179,18 @@ P = TypeVar("P", bound=BaseModel)
 
 def parsed(model: type[P], request: Request) -> P:
     """``model`` validated from the request's query string (the last value of a repeated name, as
-    FastAPI takes it); a RequestValidationError, FastAPI's 422, naming each parameter at fault."""
+    FastAPI takes it); a RequestValidationError, FastAPI's 422, naming each parameter at fault.
+
+    The parameters of a query string are validated once and kept (:func:`_parsed`, bounded by
+    ``LAMBDA_API_PARAMS_CACHE_BYTES``): a dashboard asks the same few queries again and again, and
+    their parsing costs more than a cached answer. A kept model is shared: nothing may change it."""
+    return _parsed(model, request.scope["query_string"])
+
+
+@memo("api_params_cache_bytes")
+def _parsed(model: type[P], query_string: bytes) -> P:
     try:
-        return model.model_validate(dict(request.query_params))
+        return model.model_validate(dict(QueryParams(query_string)))
     except ValidationError as exc:
         errors = [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
         raise RequestValidationError(errors) from None

@@ -97,6 +97,14 @@ def unique_visitors(a: UniqueVisitorsAnswer) -> dict[str, Any]:
     }
 
 
+def pageviews_bytes(a: PageviewsAnswer) -> bytes:
+    return encoded(pageviews(a))
+
+
+def unique_visitors_bytes(a: UniqueVisitorsAnswer) -> bytes:
+    return encoded(unique_visitors(a))
+
+
 def top(a: TopAnswer) -> dict[str, Any]:
     return {
         "from": a.start,
@@ -317,7 +325,12 @@ def current_visitors(a: CurrentAnswer) -> dict[str, Any]:
     }
 
 
+def encoded(content: dict[str, Any]) -> bytes:
+    """``content`` as the API's JSON bytes."""
+    return orjson.dumps(content, option=JSON_OPTIONS)
+
+
 def json_response(
     content: dict[str, Any], status_code: int = 200, headers: dict[str, str] | None = None
 ) -> JsonBytes:
-    return JsonBytes(orjson.dumps(content, option=JSON_OPTIONS), status_code=status_code, headers=headers)
+    return JsonBytes(encoded(content), status_code=status_code, headers=headers)

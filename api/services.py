@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from api.answer_cache import AnswerCache
 from api.auth import Authenticator
 from api.collect.collector import Collector
 from api.events import EventIngest
@@ -28,6 +29,8 @@ class Services:
 
     settings: Settings
     engine: QueryEngine
+    answers: AnswerCache
+    """The series queries' rendered answers, reused while their realtime state is current."""
     ingest: EventIngest
     kafka: KafkaProbe
     metrics: ApiMetrics

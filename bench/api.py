@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import os
 import random
+import re
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -47,6 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.batch import bench_settings, ensure_loaded
+from bench.commits import BackgroundCommits
 from bench.common import percentiles, running_stack, start_api, write_result
 from bench.vegeta import ClosedLoop, installed
 from config.settings import PROJECT_ROOT, Settings, get_settings
@@ -225,18 +227,59 @@ def _cpu_seconds(api: psutil.Process) -> float:
     return total
 
 
-def _measure(
-    load: ClosedLoop, api: psutil.Process, target: str, warmup: float, duration: float
+CACHE_COUNTERS = ("hits", "misses", "stale")
+"""The answer cache's counters (api.answer_cache) as /metrics exposes them, lambda_api_answer_cache_*."""
+
+
+def _cache_counters(healthz: str) -> dict[str, float]:
+    """The answer cache's counters of the worker that answers /metrics (absent: an API without it)."""
+    text = httpx.get(healthz.replace("/healthz", "/metrics"), timeout=30).text
+    found = re.finditer(r"^lambda_api_answer_cache_(\w+) (\S+)$", text, re.M)
+    return {m[1]: float(m[2]) for m in found if m[1] in CACHE_COUNTERS}
+
+
+def _answer_cache(
+    before: dict[str, float], after: dict[str, float], commits: int, requests: int
 ) -> dict[str, Any]:
-    """One URL: asked once cold, then under load (warm-up, measured run), with the API's CPU."""
+    """What the answer cache did over a measured run of one worker: hits and misses, the hit rate,
+    and the speed-layer commits meanwhile (each makes the query's cached answer stale)."""
+    delta = {name: int(after.get(name, 0) - before.get(name, 0)) for name in CACHE_COUNTERS}
+    asked = delta["hits"] + delta["misses"]
+    return {
+        **delta,
+        "hit_rate": round(delta["hits"] / asked, 4) if asked else None,
+        "commits": commits,
+        "requests_per_commit": round(requests / commits, 1) if commits else None,
+    }
+
+
+def _measure(
+    load: ClosedLoop,
+    api: psutil.Process,
+    target: str,
+    warmup: float,
+    duration: float,
+    commits: BackgroundCommits | None = None,
+    counted: bool = False,
+) -> dict[str, Any]:
+    """One URL: asked once cold, then under load (warm-up, measured run), with the API's CPU and,
+    ``counted`` (one worker, whose /metrics are all of the API's), what its answer cache did."""
     t0 = time.perf_counter()
     first = httpx.get(target, timeout=600)
     cold_ms = (time.perf_counter() - t0) * 1000
     first.raise_for_status()
     body = first.json()
     load.warm_up([target], warmup)
+    healthz = target.split("/v1/")[0] + "/healthz"
+    counters = _cache_counters(healthz) if counted else {}
+    commits0 = commits.commits if commits is not None else 0
     cpu0 = _cpu_seconds(api)
     figures: dict[str, Any] = dict(load.measure([target], duration))
+    committed = (commits.commits if commits is not None else 0) - commits0
+    figures["commits_per_s"] = round(committed / max(figures["seconds"], 1e-9), 2)
+    if counted and "/v1/" in target:
+        requests = round(figures["requests_per_s"] * figures["seconds"])
+        figures["answer_cache"] = _answer_cache(counters, _cache_counters(healthz), committed, requests)
     # The API is idle but for the measured attack, whose length vegeta reports. Its own CPU per
     # request is what it would serve with a core per worker, whatever else the machine runs
     # meanwhile (the load tool, other jobs).
@@ -271,11 +314,16 @@ def _measure_api(
     queries: dict[str, str],
     warmup: float,
     duration: float,
+    commits: BackgroundCommits | None,
+    workers: int,
 ) -> dict[str, Any]:
     """/healthz, then every query, on one running API (one or more workers)."""
     process = psutil.Process(api.pid)
-    health = _measure(load, process, healthz, warmup, duration)
-    measured = {name: _measure(load, process, url, warmup, duration) for name, url in queries.items()}
+    health = _measure(load, process, healthz, warmup, duration, commits)
+    measured = {
+        name: _measure(load, process, url, warmup, duration, commits, counted=workers == 1)
+        for name, url in queries.items()
+    }
     return {"healthz": health, "queries": {name: _judged(f, health) for name, f in measured.items()}}
 
 
@@ -300,6 +348,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="another checkout (e.g. `git worktree add ../base main`) whose API is measured the same "
         "way right after this one's, against the same data: a before/after from one run",
+    )
+    parser.add_argument(
+        "--commit-interval",
+        type=float,
+        default=None,
+        help="seconds between two speed-layer commits while the APIs are measured (default: the "
+        "speed layer's trigger interval, LAMBDA_SPEED_TRIGGER_S); 0: none",
+    )
+    parser.add_argument(
+        "--no-cache-off",
+        action="store_true",
+        help="skip measuring this API once more with its answer cache off (one worker)",
     )
     parser.add_argument(
         "--baseline-label",
@@ -339,21 +399,31 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, dict[int, dict[str, Any]]] = {}
         uncached: dict[str, Any] = {}
         load_before = os.getloadavg()
-        roots = {"this": PROJECT_ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+        # (label, checkout, worker counts, extra environment of the API)
+        plan: list[tuple[str, Path, list[int], dict[str, str]]] = [("this", PROJECT_ROOT, args.workers, {})]
+        if not args.no_cache_off:
+            plan.append(("cache_off", PROJECT_ROOT, args.workers[:1], {"LAMBDA_API_ANSWER_CACHE_BYTES": "0"}))
+        if args.baseline:
+            plan.append(("baseline", args.baseline.resolve(), args.workers, {}))
+        interval = settings.speed_trigger_s if args.commit_interval is None else args.commit_interval
+        commits = BackgroundCommits(settings.redis_url, seeded, interval, gen.cut) if interval > 0 else None
         try:
-            for label, root in roots.items():
-                runs[label] = {}
-                for workers in args.workers:
-                    console.print(f"measuring the API of {root.name} with {workers} worker(s)...")
-                    api = start_api(settings, port, workers, root)
-                    try:
-                        runs[label][workers] = _measure_api(
-                            load, api, healthz, queries, args.warmup, args.duration
+            with commits if commits is not None else contextlib.nullcontext():
+                for label, root, worker_counts, env in plan:
+                    runs[label] = {}
+                    for workers in worker_counts:
+                        console.print(
+                            f"measuring the API of {root.name} ({label}) with {workers} worker(s)..."
                         )
-                        if label == "this" and workers == args.workers[0]:
-                            uncached = _uncached_keys(settings, gen, last_day, {url}, window_7, port)
-                    finally:
-                        _stop(api)
+                        api = start_api(settings, port, workers, root, env)
+                        try:
+                            runs[label][workers] = _measure_api(
+                                load, api, healthz, queries, args.warmup, args.duration, commits, workers
+                            )
+                            if label == "this" and workers == args.workers[0]:
+                                uncached = _uncached_keys(settings, gen, last_day, {url}, window_7, port)
+                        finally:
+                            _stop(api)
         finally:
             r = redis.Redis.from_url(settings.redis_url)
             if seeded:
@@ -392,10 +462,13 @@ def main(argv: list[str] | None = None) -> int:
         "healthz": this[first_workers]["healthz"],
         "by_workers": {str(w): m for w, m in this.items()},
         "first_query_of_uncached_keys": uncached,
+        "commit_interval_s": interval,
     }
-    if "baseline" in runs:
+    if "cache_off" in runs:
+        result["answer_cache_off"] = {"by_workers": {str(w): m for w, m in runs["cache_off"].items()}}
+    if args.baseline:
         result["baseline"] = {
-            "label": args.baseline_label or _commit_of(roots["baseline"]),
+            "label": args.baseline_label or _commit_of(args.baseline.resolve()),
             "by_workers": {str(w): m for w, m in runs["baseline"].items()},
         }
     path = write_result("api", result)
@@ -405,7 +478,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_table(console: Console, title: str, measured: dict[str, Any]) -> None:
     table = Table(title=title)
-    columns = ("URL", "req/s", "x /healthz", "p50 ms", "p99 ms", "cold ms", "CPU ms/req", "target met")
+    columns = (
+        "URL",
+        "req/s",
+        "x /healthz",
+        "p50 ms",
+        "p99 ms",
+        "cold ms",
+        "CPU ms/req",
+        "hit rate",
+        "target met",
+    )
     for column in columns:
         table.add_column(column)
     h = measured["healthz"]
@@ -418,6 +501,7 @@ def _print_table(console: Console, title: str, measured: dict[str, Any]) -> None
         f"{h['cold_first_request_ms']:,.0f}",
         f"{h['api_cpu_ms_per_request']:.3f}",
         "",
+        "",
     )
     for name, f in measured["queries"].items():
         table.add_row(
@@ -428,9 +512,16 @@ def _print_table(console: Console, title: str, measured: dict[str, Any]) -> None
             f"{f['p99_ms']:.2f}",
             f"{f['cold_first_request_ms']:,.0f}",
             f"{f['api_cpu_ms_per_request']:.3f}",
+            _hit_rate(f),
             str(f["met_target"]),
         )
     console.print(table)
+
+
+def _hit_rate(figures: dict[str, Any]) -> str:
+    cache = figures.get("answer_cache") or {}
+    rate = cache.get("hit_rate")
+    return "" if rate is None else f"{rate:.3f} ({cache['commits']} commits)"
 
 
 def _commit_of(root: Path) -> str:

@@ -128,13 +128,18 @@ def _wait_healthy(port: int) -> bool:
 
 
 def start_api(
-    settings: Settings, port: int, workers: int = 1, root: Path = PROJECT_ROOT
+    settings: Settings,
+    port: int,
+    workers: int = 1,
+    root: Path = PROJECT_ROOT,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``python -m api`` on ``port`` with this benchmark's topic, database and Redis db, once healthy:
     ``workers`` uvicorn workers, the code of the checkout at ``root`` (another checkout's API can
-    be measured against the same stores)."""
+    be measured against the same stores), ``extra_env`` on top (other settings)."""
     env = {
         **os.environ,
+        **(extra_env or {}),
         "LAMBDA_EVENTS_TOPIC": settings.events_topic,
         "LAMBDA_DLQ_TOPIC": settings.dlq_topic,
         "LAMBDA_MONGO_DB": settings.mongo_db,

@@ -248,6 +248,7 @@ TABLES: dict[str, Table] = {
         (
             _throughput_row("before: {api:baseline/label}, 1 worker", "baseline/", "1"),
             _throughput_row("after: {api:machine/commit}, 1 worker", "", "1"),
+            _throughput_row("answer cache off: {api:machine/commit}, 1 worker", "answer_cache_off/", "1"),
             _throughput_row("before: {api:baseline/label}, 2 workers", "baseline/", "2"),
             _throughput_row("after: {api:machine/commit}, 2 workers", "", "2"),
         ),
@@ -256,7 +257,18 @@ TABLES: dict[str, Table] = {
         "baseline> --baseline-label <it>`: both APIs against the same data, one after the other, "
         "{api:setup/connections} connections, {api:setup/seconds_per_query:.0f} s measured per URL "
         "after {api:setup/warmup_seconds_per_query:.0f} s of warm-up; load average "
-        "{api:setup/load_average_before/0} before and {api:setup/load_average_after/0} after.",
+        "{api:setup/load_average_before/0} before and {api:setup/load_average_after/0} after. "
+        "Meanwhile a stand-in of the speed layer (bench/commits.py) committed every "
+        "{api:commit_interval_s:g} s, through the speed layer's commit transaction, adding page views "
+        "to the queried keys: every commit makes each cached answer stale. Answer cache hit rate of "
+        "the 1-worker run (its /metrics): "
+        + ", ".join(
+            f"{{{_API.format(q=q)}/answer_cache/hit_rate:.3f}} ({{{_API.format(q=q)}/answer_cache/hits:,}} "
+            f"hits, {{{_API.format(q=q)}/answer_cache/misses}} misses, "
+            f"{{{_API.format(q=q)}/answer_cache/commits}} commits)"
+            for q in ("pageviews_30d_daily_site", "pageviews_7d_hourly_url", "unique_visitors_7d_url")
+        )
+        + " for the three queries in order.",
     ),
     "readme-benchmarks": Table(
         ("benchmark", "figure", "target"),

@@ -269,6 +269,15 @@ class Settings(BaseSettings):
     api_read_plan_cache_bytes: int = Field(
         16 << 20, ge=0, description="Bytes of the series read plans cached per process (serving_layer.merge)."
     )
+    api_answer_cache_bytes: int = Field(
+        32 << 20,
+        ge=0,
+        description="Bytes of rendered series answers cached per worker, each reused only while the "
+        "realtime state it was computed from is current (api.answer_cache); 0: off.",
+    )
+    api_params_cache_bytes: int = Field(
+        4 << 20, ge=0, description="Bytes of validated query strings cached per process (api.params)."
+    )
     url_cache_bytes: int = Field(
         8 << 20, ge=0, description="Bytes of normalised URLs cached per process (contract.normalize_url)."
     )

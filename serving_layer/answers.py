@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +28,10 @@ class Coverage:
     """Offsets of the log deleted by retention before the batch layer absorbed them, accepted by an
     operator (``python -m batch_layer accept-gap``), each with ``events_before``: no event of a
     range that starts at or after it can be among them (the generation's stats)."""
+
+    stamp: Hashable | None = field(default=None, compare=False, repr=False)
+    """The realtime snapshot's stamp (serving_layer.model.RealtimeSnapshot.stamp): the answer is
+    the same for every read with this stamp. Not part of the answer; None when partial."""
 
     def lost_for(self, start: datetime) -> list[dict[str, Any]]:
         """The accepted gaps an answer from ``start`` on may lack events of."""

@@ -6,6 +6,7 @@ and :class:`NothingServed` to 503 and :class:`ConsistencyTimeout` to 504.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -66,6 +67,11 @@ class RealtimeSnapshot:
     its cut; None when it has not counted it yet (its realtime views are then empty)."""
     visit_flags: frozenset[str] = frozenset()
     """``{site}|{day}`` whose realtime visits may not be exact (stores.redis.visit_state)."""
+    stamp: Hashable | None = None
+    """What identifies the realtime state this snapshot saw: equal stamps, equal realtime values
+    (the served pointer, the commit record and the generation's view and visit-flag sets as Redis
+    held them; every write of realtime values changes the commit record in the same transaction).
+    None where the store cannot tell (no commit yet, a store without one): nothing may be reused."""
 
 
 class ServingError(RuntimeError):

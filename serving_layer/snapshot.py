@@ -106,7 +106,9 @@ class Snapshots:
         if rt is not None and rt.served is not None:
             gen = await self.batch.generation(rt.served.gen)
             self.on_generation(gen)
-            coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, (), lost_of(gen))
+            coverage = Coverage(
+                gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, (), lost_of(gen), rt.stamp
+            )
             return Snapshot(gen, rt.hashes, rt.ranks, coverage, rt.views, rt.visit_flags)
         # Redis is down or has lost its data: the durable registry names the served generation.
         served = await self.batch.served_generation()

@@ -7,8 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api import export, render
-from api.deps import SeriesRequestDep, TopRequestDep, engine_of, query_openapi
+from api.deps import SeriesRequestDep, TopRequestDep, answers_of, engine_of, query_openapi
+from api.direct_route import DirectRoute
 from api.params import SeriesParams, TopParams
+from api.requests import SeriesRequest
 from api.routes.responses import GUARD_ERRORS
 from api.schemas import (
     ErrorResponse,
@@ -18,8 +20,16 @@ from api.schemas import (
     UniqueVisitorsResponse,
     ValidationErrorResponse,
 )
+from serving_layer import SeriesQuery
 
-router = APIRouter(prefix="/v1", tags=["queries"])
+router = APIRouter(prefix="/v1", tags=["queries"], route_class=DirectRoute)
+
+
+def reusable(route: str, r: SeriesRequest) -> tuple[str, SeriesQuery] | None:
+    """The answer cache's key of a series query (api.answer_cache); None for a read-your-writes
+    query, which waits on the commit and is never answered from the cache."""
+    return None if r.after is not None else (route, r.query)
+
 
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **export.CSV_RESPONSE,
@@ -52,8 +62,13 @@ async def pageviews(request: Request, r: SeriesRequestDep) -> Response:
     """Exact page views: the served generation's batch views plus its realtime views. With Redis
     down the answer comes from the batch views alone and says so (`partial`, `missing`, `covers`)."""
     engine = engine_of(request)
-    return export.respond(
-        request, render.pageviews(await engine.pageviews(r.query, r.after)), export.PAGEVIEWS
+    if export.wants_csv(request):  # CSV answers are not kept: the cache holds the JSON bytes
+        answer = await engine.pageviews(r.query, r.after)
+        return export.respond(request, render.pageviews(answer), export.PAGEVIEWS)
+    return render.JsonBytes(
+        await answers_of(request).answer(
+            reusable("pageviews", r), lambda: engine.pageviews(r.query, r.after), render.pageviews_bytes
+        )
     )
 
 
@@ -68,8 +83,16 @@ async def unique_visitors(request: Request, r: SeriesRequestDep) -> Response:
     """HLL estimates with 95% bounds (the union of bucket sketches, never a sum), or exact counts
     when the batch views alone answer a single stored bucket (`exact: true`)."""
     engine = engine_of(request)
-    answer = await engine.unique_visitors(r.query, r.after)
-    return export.respond(request, render.unique_visitors(answer), export.UNIQUE_VISITORS)
+    if export.wants_csv(request):
+        answer = await engine.unique_visitors(r.query, r.after)
+        return export.respond(request, render.unique_visitors(answer), export.UNIQUE_VISITORS)
+    return render.JsonBytes(
+        await answers_of(request).answer(
+            reusable("unique-visitors", r),
+            lambda: engine.unique_visitors(r.query, r.after),
+            render.unique_visitors_bytes,
+        )
+    )
 
 
 @router.get(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
@@ -47,6 +47,7 @@ from redis.typing import EncodableT
 from config.settings import Settings
 from serving_layer.model import HashRead, RankRead, RealtimeSnapshot, RealtimeUnavailable
 from stores.redis import keys
+from stores.redis.stamp import StampConnection, StampUnavailable
 from stores.redis.visit_state import FLAGS_SUFFIX
 
 T = TypeVar("T")
@@ -195,6 +196,19 @@ def snapshot_args(hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> list
     return head + listed + reads
 
 
+def stamp_of(reply: list[Any]) -> Hashable | None:
+    """A snapshot's stamp (serving_layer.model.RealtimeSnapshot.stamp): the served pointer, the
+    commit record and the generation's sets of counted views and of visit flags, raw, as the
+    function read them at one instant. The speed layer writes realtime values only in the
+    transaction that also rewrites the commit record (stores.redis.handshake), whose batch id
+    grows, and a generation switch rewrites the pointer; so two reads with the same stamp saw the
+    same realtime values. Without a commit record (nothing committed, or a rebuild under way) there
+    is no stamp."""
+    if not reply[0] or reply[1] is None:
+        return None
+    return (reply[0], reply[1], frozenset(reply[2]), frozenset(reply[3]))
+
+
 class RedisRealtimeReader:
     """Reads realtime snapshots with ``client`` (made by :func:`connect`).
 
@@ -214,6 +228,13 @@ class RedisRealtimeReader:
         self.function = function or SnapshotFunction.from_file()
         self._served = _Decoded(keys.decode_served)
         self._commit = _Decoded(keys.decode_commit)
+        pool = client.connection_pool
+        command = ("FCALL_RO", self.function.name, 2, keys.SERVED, keys.SPEED_COMMIT, *snapshot_args((), ()))
+        self._stamps = (
+            StampConnection(pool.connection_kwargs, command)
+            if pool.connection_class is _TcpConnection
+            else None
+        )
 
     async def _call(self, call: Awaitable[T]) -> T:
         try:
@@ -262,7 +283,25 @@ class RedisRealtimeReader:
         ]
         rank_values = [_ranking(flat) for flat in reply[4 + n :]]
         flags = frozenset(m.decode() for m in reply[3])
-        return RealtimeSnapshot(served, commit, hash_values, rank_values, keys.decode_views(reply[2]), flags)
+        views = keys.decode_views(reply[2])
+        return RealtimeSnapshot(served, commit, hash_values, rank_values, views, flags, stamp_of(reply))
+
+    async def stamp(self) -> Hashable | None:
+        """The stamp of the realtime state now (:func:`stamp_of`), read by the snapshot function
+        with nothing else to read, on the lean connection of stores.redis.stamp where it can; through
+        redis-py (which loads the function if Redis lacks it) where it cannot or that fails."""
+        if self._stamps is not None:
+            try:
+                return stamp_of(await self._call(self._stamps.call()))
+            except StampUnavailable:
+                pass
+        return (await self.snapshot((), ())).stamp
+
+    async def aclose(self) -> None:
+        """Close the reader's connections (its client's and the lean one)."""
+        if self._stamps is not None:
+            self._stamps.close()
+        await self.client.aclose()
 
     async def speed_stats(self) -> dict[str, object] | None:
         raw = await self._call(self.client.get(keys.SPEED_STATS))

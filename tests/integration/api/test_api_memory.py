@@ -5,8 +5,8 @@ bounds plus a stated margin, while every cache fills to its bound and evicts.
 Before the caches were bounded in bytes, the tilings kept 4,096 entries whatever their size (a
 7-day hourly tiling and read plan weigh about 100 KB, a 92-day one 0.6 MB), the URL normaliser
 65,536 URLs of up to 16 KB. Measured once with those caches put back: the same run grew the worker
-by 58.5 MB (88.8 -> 147.3 MB) and this test failed; with the bounds, +11.3 MB (89.0 -> 100.3 MB).
-"""
+by 58.5 MB (88.8 -> 147.3 MB) and this test failed; with the bounds, +11.3 MB (89.0 -> 100.3 MB);
+with the answer and query-string caches added (6 MB more of bounds), +21.1 MB (89.6 -> 110.7 MB)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,13 @@ from pathlib import Path
 import httpx
 import psutil
 
+from bench.commits import commit
 from bench.vegeta import installed
 from config.settings import Settings, get_settings
+from stores.redis import keys
 from tests.conftest import PORT_OFFSET
 from tests.integration.api.test_api_schema import start_api, stop_api
+from tests.integration.serving_fixtures import redis_of
 
 PORT = 18310 + PORT_OFFSET
 MB = 1 << 20
@@ -33,6 +36,8 @@ BOUNDS = {
     "LAMBDA_API_TILING_CACHE_BYTES": 8 * MB,
     "LAMBDA_API_READ_PLAN_CACHE_BYTES": 4 * MB,
     "LAMBDA_URL_CACHE_BYTES": 2 * MB,
+    "LAMBDA_API_PARAMS_CACHE_BYTES": 2 * MB,
+    "LAMBDA_API_ANSWER_CACHE_BYTES": 4 * MB,
 }
 DOCUMENTS_MB = 8  # LAMBDA_API_CACHE_MB; the rankings' cache takes a quarter more
 QUERIES = 20_000
@@ -100,6 +105,9 @@ def cache_bytes(url: str) -> dict[str, float]:
 
 def test_rss_stays_under_the_cache_bounds_plus_a_margin_over_20000_distinct_queries(bare: Settings) -> None:
     env = {name: str(v) for name, v in BOUNDS.items()}
+    # A speed-layer commit, so that every answer has a stamp and is kept by the answer cache.
+    with redis_of(bare) as r:
+        commit(r, [], keys.decode_served(r.get(keys.SERVED)).cut)
     proc = start_api(bare, PORT, LAMBDA_API_CACHE_MB=str(DOCUMENTS_MB), LAMBDA_API_MAX_COST=str(COST), **env)
     url = f"http://127.0.0.1:{PORT}"
     try:
@@ -125,4 +133,7 @@ def test_rss_stays_under_the_cache_bounds_plus_a_margin_over_20000_distinct_quer
     assert 0.8 * BOUNDS["LAMBDA_API_READ_PLAN_CACHE_BYTES"] < caches["read_plan"]
     assert caches["read_plan"] <= BOUNDS["LAMBDA_API_READ_PLAN_CACHE_BYTES"]
     assert 0.8 * BOUNDS["LAMBDA_URL_CACHE_BYTES"] < caches["url"] <= BOUNDS["LAMBDA_URL_CACHE_BYTES"]
+    params, answers = BOUNDS["LAMBDA_API_PARAMS_CACHE_BYTES"], BOUNDS["LAMBDA_API_ANSWER_CACHE_BYTES"]
+    assert 0.8 * params < caches["params"] <= params
+    assert 0.8 * answers < caches["api_answer"] <= answers
     assert peak <= warmed + bound + MARGIN, (peak / MB, warmed / MB)
