@@ -14,6 +14,9 @@ export PYTHONPATH := $(CURDIR)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
+# test processes (pytest-xdist, whole files per process; 0 runs the suite in this process)
+TEST_WORKERS ?= 2
+
 # generator knobs: make generate RATE=20000 EVENTS=1000000 SEED=7
 RATE   ?= 0
 EVENTS ?= 100000
@@ -121,8 +124,8 @@ api-key-revoke: ## revoke an API key: ID=
 	@test -n "$(ID)" || { echo "usage: make api-key-revoke ID=3f9c2a1b" >&2; exit 2; }
 	@$(PY) -m api keys revoke $(ID)
 
-test: lint ## lint, then the whole test suite (starts and stops its own stack on separate ports)
-	@$(PY) -m pytest -q
+test: lint ## lint, then the whole test suite in TEST_WORKERS processes (each starts and stops its own stack on separate ports)
+	@$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: ## run only the tests that need no services
 	@$(PY) -m pytest -q -m "not integration"

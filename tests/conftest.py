@@ -16,10 +16,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Two checkouts on one machine can run their suites side by side with different offsets.
-PORT_OFFSET = int(os.environ.get("LAMBDA_TEST_PORT_OFFSET", "0"))
+# Two checkouts on one machine can run their suites side by side with different offsets. Under
+# pytest-xdist (make test's TEST_WORKERS) every worker process is a test session of its own with a
+# stack of its own: its ports are shifted by another 1000 per worker, its data under var/test/<worker>.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WORKER_INDEX = int(WORKER.removeprefix("gw")) if WORKER.startswith("gw") else 0
+PORT_OFFSET = int(os.environ.get("LAMBDA_TEST_PORT_OFFSET", "0")) + 1000 * WORKER_INDEX
+TEST_VAR_DIR = ROOT / "var" / "test"
 TEST_ENV = {
-    "LAMBDA_VAR_DIR": str(ROOT / "var" / "test"),
+    "LAMBDA_VAR_DIR": str(TEST_VAR_DIR / WORKER if WORKER else TEST_VAR_DIR),
     "LAMBDA_KAFKA_PORT": str(19092 + PORT_OFFSET),
     "LAMBDA_KAFKA_CONTROLLER_PORT": str(19093 + PORT_OFFSET),
     "LAMBDA_KAFKA_HEAP": "768m",
@@ -45,7 +50,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def stack() -> Iterator[Settings]:
     """The running test stack; torn down at the end of the session whoever started it."""
     settings = get_settings()
-    assert str(settings.var_dir).endswith(os.path.join("var", "test")), "tests must not use the dev stack"
+    assert settings.var_dir.resolve().is_relative_to(TEST_VAR_DIR), "tests must not use the dev stack"
     control.up(settings)
     try:
         yield settings
