@@ -182,8 +182,7 @@ def visit_rows(
     # and Spark would otherwise sessionise, and read the state, once for each (measured slower
     # even for micro-batches of a few thousand views).
     closing = (
-        sessions.sessionised(rows, ["variant"], gap_s)
-        .where(F.col(f"{sessions.VISIT}.closes"))
+        sessions.sessionised(rows, ["variant"], gap_s, clustered=single_partition)
         .select("variant", *sessions.SUMMARY_KEYS, sessions.VISIT)
         .localCheckpoint(eager=True)
     )
