@@ -142,8 +142,9 @@ lowest and highest Kafka partition its views came from)."""
 
 
 def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:
-    """The credited (v, key, level, n, vi, bo, du, vv) structs of a visit row's :data:`VISIT`: per visit-counting dimension, at its first view's hour and at the day
-    level; the metrics times ``sign`` (the speed layer's retractions)."""
+    """The credited (v, key, level, n, vi, bo, du, vv) structs of a visit row's :data:`VISIT`: per
+    visit-counting dimension, at its first view's hour and at the day level; the metrics times
+    ``sign`` (the speed layer's retractions)."""
     from pyspark.sql import functions as F
 
     v = F.col(VISIT)

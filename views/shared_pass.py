@@ -169,7 +169,8 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
             .agg(F.count(F.lit(1)).alias("n"))
         )
     summaries = sessions.as_summaries(moved, dimensions)
-    rows = sessions.sessionised(summaries, by, get_settings().session_gap_s, clustered=True, pass_through=True)
+    gap_s = get_settings().session_gap_s
+    rows = sessions.sessionised(summaries, by, gap_s, clustered=True, pass_through=True)
     is_visit = F.col(sessions.VISIT).isNotNull()
     entries = F.when(is_visit, sessions.visit_entries(dimensions)).otherwise(wide_level_entries(dimensions))
     return (

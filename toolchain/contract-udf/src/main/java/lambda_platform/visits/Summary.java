@@ -79,7 +79,7 @@ public final class Summary implements Serializable {
   }
 
   /** Spark's order of strings: nulls first, then by UTF-8 bytes, which is code point order. */
-  static int compareText(String a, String b) {
+  public static int compareText(String a, String b) {
     if (a == null || b == null) {
       return a == null ? (b == null ? 0 : -1) : 1;
     }
