@@ -182,7 +182,8 @@ def visit_rows(
     # and Spark would otherwise sessionise, and read the state, once for each (measured slower
     # even for micro-batches of a few thousand views).
     closing = (
-        sessions.sessionised(rows, ["variant"], gap_s, clustered=single_partition)
+        sessions.sessionised(rows, ["variant"], gap_s)
+        .where(F.col(f"{sessions.VISIT}.closes"))
         .select("variant", *sessions.SUMMARY_KEYS, sessions.VISIT)
         .localCheckpoint(eager=True)
     )

@@ -15,7 +15,7 @@ the realtime part may be negative (a retraction: a late view merged two visits t
 
 The definition works on **visit summaries**, not on events: a summary is (first view's time, id
 and keys; last view's time, id and keys; number of views). A page view is the summary of a visit
-of one view, so :func:`sessionised` sessionises events (the batch layer) and merges new page views into
+of one view, so :func:`merge` sessionises events (the batch layer) and merges new page views into
 the visits already known (the speed layer's state) alike: the visits of a union of event sets are
 the summaries sorted by start and merged wherever one starts at most the gap after the latest end
 before it. That is exact because each summary's own views are gap-connected.
@@ -86,53 +86,93 @@ def _keys_struct(dims: list[tuple[int, Dimension]]) -> Column:
 
 
 VISIT = "_visit"
-"""The column of :func:`sessionised`'s visit rows: the visit (s_ts, s_id, e_ts, e_id, first, last, n,
-tainted and, in the speed layer, p_lo/p_hi); null on the rows passed through."""
+"""The struct every row of :func:`sessionised` gets: its visit (s_ts, s_id, e_ts, e_id, first, last,
+n, tainted), complete on the visit's last row in order, which ``closes`` marks."""
 
 
-def sessionised(
-    summaries: DataFrame, by: Sequence[str], gap_s: int, clustered: bool, pass_through: bool = False
-) -> DataFrame:
-    """The visits of ``summaries``, one row each (the ``by`` columns, the visitor-day and
-    :data:`VISIT`): summaries ordered by first view (time, then id) within their (by...,
-    visitor-day), a new visit wherever one starts more than ``gap_s`` after the latest end before
-    it. With ``pass_through``, every input row comes out too, its :data:`VISIT` null and the
-    visit rows' other columns null: the batch layer counts page views from the same scan.
+def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
+    """Every row of ``summaries`` with :data:`VISIT`: summaries ordered by first view (time, then
+    id) within their (by..., visitor-day), a new visit wherever one starts more than ``gap_s``
+    after the latest end before it. ``_visit.closes`` marks one row per visit, its last in that
+    order, whose ``_visit`` is the whole visit.
 
-    The merge is one JVM function (``lambda_platform.visits.Sessioniser`` in toolchain/contract-udf,
-    built by ``make setup``): each task keeps the narrow summaries of its partition per group in a
-    hash map and orders and merges each group (a visitor-day holds a handful of views) when its
-    input ends, so nothing is sorted and no window operator runs (docs/visits.md, "Cost"). Every
-    row of a group must be in one partition: ``clustered`` says the input already is (the shared
-    pass's shuffle by visitor, or one partition); otherwise it is moved by group first. A task's
-    memory is the summaries of its partition, as a hash aggregation's would be."""
-    from pyspark.sql import DataFrame as PyDataFrame
+    One ordering, running frames only, so Spark sorts once (a window per visit would sort again):
+    the row that opens a visit is carried forward (the last opening row up to here), and the
+    visit's latest end is the running maximum, because every earlier visit ended before this one
+    started. Counts are running sums minus their value before the opening row. The partitions of
+    the speed layer's summaries (``p_lo``/``p_hi``) are the visitor-day's so far: a visitor-day with
+    views from two partitions is doubtful as a whole. Clustered by the visitor-day: a frame already
+    partitioned by visitor (the shared pass's one shuffle) needs no exchange, and every row keeps
+    its own columns (the batch layer counts page views from the same rows)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
-    group = [*by, *SUMMARY_KEYS]
-    if not clustered:
-        summaries = summaries.repartition(*group)
-    spark = summaries.sparkSession
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    try:
-        sessioniser = jvm.lambda_platform.visits.Sessioniser
-        jdf = sessioniser.sessionise(summaries._jdf, list(by), gap_s * 1_000_000, pass_through)
-    except TypeError as exc:  # py4j: "'JavaPackage' object is not callable", a class it cannot find
-        raise RuntimeError(
-            "the sessioniser (lambda_platform.visits.Sessioniser) is not on the session's classpath: "
-            "run `make setup`, which builds it into the contract jars directory"
-        ) from exc
-    return PyDataFrame(jdf, spark)
+    part = [*by, *SUMMARY_KEYS]
+    ordered = Window.partitionBy(*part).orderBy("s_ts", "s_id")
+    upto = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    gap_us = gap_s * 1_000_000
+    prev_end = F.max("e_ts").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
+    starts = summaries.withColumn("_starts", prev_end.isNull() | (F.col("s_ts") - prev_end > gap_us))
+    cum_n = F.sum("n").over(upto)
+    cum_t = F.sum(F.col("tainted").cast("long")).over(upto)
+    opening = F.when(
+        F.col("_starts"),
+        F.struct(
+            "s_ts",
+            "s_id",
+            "first",
+            (cum_n - F.col("n")).alias("n_before"),
+            (cum_t - F.col("tainted").cast("long")).alias("t_before"),
+        ),
+    )
+    has_p = "p_lo" in summaries.columns
+    running = starts.select(
+        "*",
+        F.last(opening, ignorenulls=True).over(upto).alias("_open"),
+        F.max(F.struct("e_ts", "e_id", "last")).over(upto).alias("_end"),
+        cum_n.alias("_cum_n"),
+        cum_t.alias("_cum_t"),
+        F.lead("_starts", 1).over(ordered).alias("_next_starts"),
+        *(
+            [F.min("p_lo").over(upto).alias("_p_lo"), F.max("p_hi").over(upto).alias("_p_hi")]
+            if has_p
+            else []
+        ),
+    )
+    visit = F.struct(
+        F.col("_open.s_ts").alias("s_ts"),
+        F.col("_open.s_id").alias("s_id"),
+        F.col("_end.e_ts").alias("e_ts"),
+        F.col("_end.e_id").alias("e_id"),
+        F.col("_open.first").alias("first"),
+        F.col("_end.last").alias("last"),
+        (F.col("_cum_n") - F.col("_open.n_before")).alias("n"),
+        (F.col("_cum_t") > F.col("_open.t_before")).alias("tainted"),
+        *([F.col("_p_lo").alias("p_lo"), F.col("_p_hi").alias("p_hi")] if has_p else []),
+        F.coalesce(F.col("_next_starts"), F.lit(True)).alias("closes"),
+    )
+    helpers = [
+        "_starts",
+        "_open",
+        "_end",
+        "_cum_n",
+        "_cum_t",
+        "_next_starts",
+        *(["_p_lo", "_p_hi"] if has_p else []),
+    ]
+    return running.withColumn(VISIT, visit).drop(*helpers)
 
 
-def merge(summaries: DataFrame, by: Sequence[str], gap_s: int, clustered: bool = False) -> DataFrame:
+def merge(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
     """The visits of the summaries' views, one summary per visit, per (by..., visitor-day)
-    (:func:`sessionised`)."""
+    (:func:`sessionised`'s closing rows)."""
     from pyspark.sql import functions as F
 
     values = [*SUMMARY_VALUES, *(("p_lo", "p_hi") if "p_lo" in summaries.columns else ())]
-    return sessionised(summaries, by, gap_s, clustered).select(
-        *by, *SUMMARY_KEYS, *[F.col(f"{VISIT}.{c}").alias(c) for c in values]
+    return (
+        sessionised(summaries, by, gap_s)
+        .where(F.col(f"{VISIT}.closes"))
+        .select(*by, *SUMMARY_KEYS, *[F.col(f"{VISIT}.{c}").alias(c) for c in values])
     )
 
 
@@ -142,9 +182,9 @@ lowest and highest Kafka partition its views came from)."""
 
 
 def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:
-    """The credited (v, key, level, n, vi, bo, du, vv) structs of a visit row's :data:`VISIT`: per
-    visit-counting dimension, at its first view's hour and at the day level; the metrics times
-    ``sign`` (the speed layer's retractions)."""
+    """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` (for the
+    row that closes it): per visit-counting dimension, at its first view's hour and at the day
+    level; the metrics times ``sign`` (the speed layer's retractions)."""
     from pyspark.sql import functions as F
 
     v = F.col(VISIT)

@@ -148,10 +148,10 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
     deduplicated by the one rule (contract.duplicates: not here, where a re-send whose fields
     changed would look new), already moved by visitor (:func:`partitioned`).
 
-    When a dimension counts visits, the events pass through the sessioniser in their partition
-    (views.sessions.sessionised: a visitor-day lies in one partition, no exchange), which adds a
-    row per visit: one generator makes the page view rows of each event and the credited rows of
-    each visit, so the events are scanned and moved once.
+    When a dimension counts visits, the events are first sessionised in their partition
+    (views.sessions.sessionised: window functions clustered by visitor-day, no exchange), and the
+    row that closes each visit also makes its visit's credited rows: one generator makes all the
+    rows of an event, page views and visits alike, so the events are scanned and moved once.
 
     Exploding to one row per dimension and level and counting per visitor happen inside the
     partition. Every visitor's rows stay in one partition, so the per-partition partial counts and
@@ -168,11 +168,10 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
             .groupBy(*by, "v", "key", "day", "level", "visitor_id")
             .agg(F.count(F.lit(1)).alias("n"))
         )
-    summaries = sessions.as_summaries(moved, dimensions)
-    gap_s = get_settings().session_gap_s
-    rows = sessions.sessionised(summaries, by, gap_s, clustered=True, pass_through=True)
-    is_visit = F.col(sessions.VISIT).isNotNull()
-    entries = F.when(is_visit, sessions.visit_entries(dimensions)).otherwise(wide_level_entries(dimensions))
+    rows = sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
+    closes = F.col(f"{sessions.VISIT}.closes")
+    wide = wide_level_entries(dimensions)
+    entries = F.when(closes, F.concat(wide, sessions.visit_entries(dimensions))).otherwise(wide)
     return (
         rows.select(*by, "day", "visitor_id", F.inline(entries))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
