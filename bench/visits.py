@@ -6,7 +6,8 @@ without visits, in the same run.
    recompute computes it; with visits (the events sessionised in the shuffle's partitions, the
    visit metrics of five dimensions and the entry and exit pages) and without (the same dimensions
    counting page views and visitors only). Alternated, best of ``--batch-repeat`` each after a
-   warm-up of both.
+   warm-up of both; the JVM's CPU time of each run is recorded beside its wall time (on a machine
+   shared with other work, the CPU time's ratio is the steadier one; the load average is noted).
 2. Speed: the speed layer's process on the local stack, from the start of the same backlog with
    the same micro-batch size, timed in its steady state, with ``LAMBDA_COUNT_VISITS`` on (the visit
    state read from and written to Redis, the retractions) and off.
@@ -18,14 +19,17 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
 import time
 from dataclasses import replace
 from typing import Any
 
+import psutil
 import redis
 from rich.console import Console
 
+from bench.api import _cpu_seconds
 from bench.common import produce_generated, running_stack, write_result
 from bench.speed import _fresh, _settings, _start_speed, _timed, committed
 from bench.views import dataset
@@ -50,10 +54,15 @@ def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> d
         n = events.count()
         runs = {"with visits": all_views(), "without visits": without_visits(all_views())}
 
-        def run(views: list[View]) -> float:
-            t0 = time.monotonic()
+        jvm = psutil.Process(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))  # type: ignore[union-attr]
+        cpu: dict[str, list[float]] = {label: [] for label in runs}
+
+        def run(views: list[View], label: str | None = None) -> float:
+            cpu0, t0 = _cpu_seconds(jvm), time.monotonic()
             rows = compute(events.select(*input_columns(views, spark)), views, settings.hll_lg_k)
             rows.write.format("noop").mode("overwrite").save()
+            if label is not None:
+                cpu[label].append(_cpu_seconds(jvm) - cpu0)
             return time.monotonic() - t0
 
         for label, views in runs.items():  # warm-up: JIT, file listing
@@ -62,17 +71,26 @@ def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> d
         seconds: dict[str, list[float]] = {label: [] for label in runs}
         for i in range(repeat):
             for label, views in runs.items():
-                seconds[label].append(run(views))
-                console.print(f"batch {i + 1}/{repeat}, {label}: {seconds[label][-1]:.1f} s")
+                seconds[label].append(run(views, label))
+                console.print(
+                    f"batch {i + 1}/{repeat}, {label}: {seconds[label][-1]:.1f} s, "
+                    f"JVM CPU {cpu[label][-1]:.1f} s, load average {os.getloadavg()[0]:.1f}"
+                )
         best = {label: min(s) for label, s in seconds.items()}
         ratio = best["with visits"] / best["without visits"]
+        least_cpu = {label: min(c) for label, c in cpu.items()}
+        cpu_ratio = least_cpu["with visits"] / least_cpu["without visits"]
         console.print(
             f"batch, {n:,} events: with visits {n / best['with visits']:,.0f} events/s, without "
-            f"{n / best['without visits']:,.0f} events/s: time x[bold]{ratio:.2f}[/]"
+            f"{n / best['without visits']:,.0f} events/s: time x[bold]{ratio:.2f}[/], "
+            f"JVM CPU time x{cpu_ratio:.2f}"
         )
         return {
             "events": n,
             "seconds": {label: [round(s, 2) for s in v] for label, v in seconds.items()},
+            "jvm_cpu_seconds": {label: [round(c, 2) for c in v] for label, v in cpu.items()},
+            "cpu_ratio": round(cpu_ratio, 3),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
             "events_per_s": {label: round(n / s) for label, s in best.items()},
             "time_ratio": round(ratio, 3),
             "target_time_ratio": TARGET,
