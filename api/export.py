@@ -183,8 +183,13 @@ def _columns(all_rows: list[dict[str, Any]]) -> list[str]:
 def to_csv(body: dict[str, Any], table: Table) -> str:
     """The answer ``body`` as CSV text, header first."""
     all_rows = list(rows(body, table))
+    return _written(all_rows, _columns(all_rows))
+
+
+def _written(all_rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """The rows as CSV text under a header of ``columns`` (a column a row lacks is an empty cell)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=_columns(all_rows), restval="", lineterminator="\r\n")
+    writer = csv.DictWriter(out, fieldnames=columns, restval="", lineterminator="\r\n")
     writer.writeheader()
     writer.writerows({k: cell(v) for k, v in row.items()} for row in all_rows)
     return out.getvalue()
@@ -206,11 +211,7 @@ def record_csv(body: dict[str, Any], distinct: tuple[str, ...] = ()) -> str:
     fields, each visitors object spread over four columns as :func:`to_csv` spreads them; the fields
     named in ``distinct`` hold a visitors object or null, and get their four columns either way."""
     row = _flat({**body, **{name: body[name] or NO_DISTINCT for name in distinct}})
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\r\n")
-    writer.writeheader()
-    writer.writerow({k: cell(v) for k, v in row.items()})
-    return out.getvalue()
+    return _written([row], list(row))
 
 
 def respond_record(
