@@ -7,10 +7,31 @@
 //
 // No build step: an ES module that imports the vendored uPlot. All requests go to this origin
 // (relative URLs, so the API may sit behind a path prefix). The state lives in the page's query
-// string (?site=&range=&granularity=&compare=&metric=&from=&to=&refresh=), so a view can be bookmarked or
+// string (?site=&range=&granularity=&compare=&metric=&from=&to=&refresh=&f=), so a view can be bookmarked or
 // shared.
+//
+// Filters (filters.js): a click on a value in a table adds `is <dimension> <value>` (an `f`
+// parameter, a new history entry, so back and forward move between filters). While any is active
+// the top numbers, the chart and the tables are read from POST /v2/query with every filter
+// (combined with AND), and show page views and visitors only: the visit figures say they are not
+// available with filters. Without filters the page reads the GET /v1 endpoints as before.
 
 import uPlot from "./vendor/uplot/uPlot.esm.js";
+import {
+  FILTER_DIMENSIONS,
+  FILTER_METRICS,
+  NOT_WITH_FILTERS,
+  canFilterBy,
+  filtersQuery,
+  queryBody,
+  readFilters,
+  renderChips,
+  rowsOf,
+  timeOf,
+  unscoped,
+  withFilter,
+  withoutFilter,
+} from "./filters.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -51,20 +72,27 @@ const regions = (() => {
 // --- the state: what is shown ------------------------------------------------------------------
 
 const params = new URLSearchParams(location.search);
-const state = {
-  site: params.get("site") || "",
-  range: params.get("range") in RANGES || params.get("range") === "custom" ? params.get("range") : "24h",
-  granularity: GRANULARITIES.includes(params.get("granularity")) ? params.get("granularity") : "hour",
-  compare: params.get("compare") in COMPARISONS ? params.get("compare") : "",
-  metric: METRICS.includes(params.get("metric")) ? params.get("metric") : "visitors",
-  from: parseUtc(params.get("from")),
-  to: parseUtc(params.get("to")),
-  refreshS: Math.max(1, Number(params.get("refresh")) || 5),
-};
-if (state.range === "custom" && (state.from === null || state.to === null)) state.range = "24h";
+
+/** The state a query string gives (on load, and on back or forward). */
+function stateOf(params) {
+  const s = {
+    site: params.get("site") || "",
+    range: params.get("range") in RANGES || params.get("range") === "custom" ? params.get("range") : "24h",
+    granularity: GRANULARITIES.includes(params.get("granularity")) ? params.get("granularity") : "hour",
+    compare: params.get("compare") in COMPARISONS ? params.get("compare") : "",
+    metric: METRICS.includes(params.get("metric")) ? params.get("metric") : "visitors",
+    from: parseUtc(params.get("from")),
+    to: parseUtc(params.get("to")),
+    refreshS: Math.max(1, Number(params.get("refresh")) || 5),
+  };
+  s.filters = readFilters(params, s.site);
+  if (s.range === "custom" && (s.from === null || s.to === null)) s.range = "24h";
+  return s;
+}
+const state = stateOf(params);
 
 // What the page shows, kept for whoever wants to check it against the API (the tests do).
-const view = { query: null, series: null, breakdowns: {}, status: null, live: null, chart: null, metric: null, queries: {}, downloaded: null };
+const view = { query: null, series: null, breakdowns: {}, status: null, live: null, chart: null, metric: null, queries: {}, downloaded: null, filters: [] };
 window.dashboard = view;
 let mainLoads = 0;
 let liveLoads = 0;
@@ -101,6 +129,7 @@ function fmtAge(seconds) {
 function fmtVisitors(v) {
   if (v == null) return { text: "–", band: "" };
   if (v.exact) return { text: fmtInt(v.estimate), band: "exact" };
+  if (v.lower == null) return { text: `≈${fmtInt(v.estimate)}`, band: "estimate" };
   return { text: `≈${fmtInt(v.estimate)}`, band: `95%: ${fmtInt(v.lower)} – ${fmtInt(v.upper)}` };
 }
 
@@ -201,29 +230,36 @@ function askKey(message) {
   return keyPrompt;
 }
 
-async function api(path, query = {}, signal = undefined, accept = "application/json") {
+/** A GET of the API with `query`, or a POST of `body` as JSON; the key (if any) in the header. */
+async function api(path, query = {}, signal = undefined, accept = "application/json", body = undefined) {
   const url = new URL(path, document.baseURI);
   for (const [k, v] of Object.entries(query)) if (v != null && v !== "") url.searchParams.set(k, v);
   for (;;) {
     const headers = { Accept: accept };
     const key = sessionStorage.getItem(KEY_STORAGE);
     if (key) headers.Authorization = `Bearer ${key}`;
+    const request = { signal, headers };
+    if (body !== undefined) {
+      request.method = "POST";
+      request.body = JSON.stringify(body);
+      headers["Content-Type"] = "application/json";
+    }
     let response;
     try {
-      response = await fetch(url, { signal, headers });
+      response = await fetch(url, request);
     } catch (error) {
       if (error.name === "AbortError") throw error;
       throw new ApiError(0, "the API does not answer");
     }
     const text = response.ok && accept !== "application/json";
-    const body = text ? await response.text() : await response.json().catch(() => null);
+    const answer = text ? await response.text() : await response.json().catch(() => null);
     if (response.status === 401) {
       if (key && sessionStorage.getItem(KEY_STORAGE) === key) sessionStorage.removeItem(KEY_STORAGE);
-      await askKey(key ? `The API refused the key: ${detailOf(body) || "unknown or revoked"}. Enter another.` : "This API needs a key with the read scope.");
+      await askKey(key ? `The API refused the key: ${detailOf(answer) || "unknown or revoked"}. Enter another.` : "This API needs a key with the read scope.");
       continue;
     }
-    if (!response.ok) throw new ApiError(response.status, detailOf(body) || response.statusText);
-    return body;
+    if (!response.ok) throw new ApiError(response.status, detailOf(answer) || response.statusText);
+    return answer;
   }
 }
 
@@ -253,7 +289,7 @@ function partialProblem(answer) {
   return {
     level: "warning",
     kind: "redis-down",
-    text: `Redis is down: batch-only numbers (missing: ${answer.missing.join(", ")}).${since}`,
+    text: `Redis is down: batch-only numbers (missing: ${(answer.missing || ["realtime"]).join(", ")}).${since}`,
   };
 }
 
@@ -320,9 +356,23 @@ function chartData(series, metric) {
   return [
     times,
     series.map((p) => p.visitors.estimate),
-    series.map((p) => p.visitors.lower),
-    series.map((p) => p.visitors.upper),
+    series.map((p) => p.visitors.lower ?? p.visitors.estimate),
+    series.map((p) => p.visitors.upper ?? p.visitors.estimate),
   ];
+}
+
+/** The metric charted: the chosen one, but with filters a visit metric (no figure) gives way to visitors. */
+function chartMetric() {
+  return state.filters.length && !FILTER_METRICS.includes(state.metric) ? "visitors" : state.metric;
+}
+
+/** The six numbers' radio buttons: the visit metrics cannot be chosen while filters are active. */
+function syncMetricRadios() {
+  const shown = chartMetric();
+  for (const radio of document.querySelectorAll("input[name=metric]")) {
+    radio.checked = radio.value === shown;
+    radio.disabled = state.filters.length > 0 && !FILTER_METRICS.includes(radio.value);
+  }
 }
 
 let chartObserved = false;
@@ -330,15 +380,16 @@ let chartObserved = false;
 /** The chart of the chosen metric; a new chart when the metric changes (its series differ). */
 function drawChart(series) {
   const el = $("chart");
-  const data = chartData(series, state.metric);
-  if (view.chart && view.metric === state.metric) {
+  const metric = chartMetric();
+  const data = chartData(series, metric);
+  if (view.chart && view.metric === metric) {
     view.chart.setData(data);
     return;
   }
   if (view.chart) view.chart.destroy();
-  view.metric = state.metric;
-  el.setAttribute("aria-label", `Chart of ${METRIC_NAMES[state.metric].toLowerCase()} over time`);
-  view.chart = new uPlot(chartOptions(el.clientWidth, state.metric), data, el);
+  view.metric = metric;
+  el.setAttribute("aria-label", `Chart of ${METRIC_NAMES[metric].toLowerCase()} over time`);
+  view.chart = new uPlot(chartOptions(el.clientWidth, metric), data, el);
   if (chartObserved) return;
   chartObserved = true;
   new ResizeObserver(() => {
@@ -362,6 +413,20 @@ function cell(text, { num = false, title = "", tag = "td", metric = null, raw = 
 function metricCell(metric, value) {
   const f = figure(metric, value);
   return cell(f.text, { num: true, title: f.title, metric, raw: f.raw });
+}
+
+// What a visit figure shows while filters are active (POST /v2/query gives page views and visitors).
+const UNAVAILABLE = "—";
+
+function unavailableCell(metric) {
+  const td = cell(UNAVAILABLE, { num: true, title: NOT_WITH_FILTERS, metric, raw: null });
+  td.dataset.unavailable = "true";
+  return td;
+}
+
+/** A figure of a row: "—" for a metric the filtered answer has not. */
+function rowCell(metric, value, filtered) {
+  return filtered && !FILTER_METRICS.includes(metric) ? unavailableCell(metric) : metricCell(metric, value);
 }
 
 function messageRow(tbody, text, columns) {
@@ -417,6 +482,18 @@ function renderTotals(answer) {
   for (const metric of METRICS) {
     const value = answer.total[metric];
     const tile = document.querySelector(`#metric [data-metric="${metric}"]`);
+    const unavailable = Boolean(answer.filtered) && !FILTER_METRICS.includes(metric);
+    tile.title = unavailable ? NOT_WITH_FILTERS : "";
+    tile.dataset.unavailable = String(unavailable);
+    if (unavailable) {
+      $(`total-${metric}`).textContent = UNAVAILABLE;
+      tile.dataset.value = "";
+      delete tile.dataset.exact;
+      tile.querySelector(".exactness").textContent = NOT_WITH_FILTERS;
+      tile.querySelector(".exactness").title = "";
+      renderChange(tile, metric, null);
+      continue;
+    }
     const f = figure(metric, value);
     const e = exactnessOf(metric, answer, value);
     $(`total-${metric}`).textContent = f.text;
@@ -434,6 +511,8 @@ function clearTotals() {
     const tile = document.querySelector(`#metric [data-metric="${metric}"]`);
     $(`total-${metric}`).textContent = "–";
     tile.dataset.value = "";
+    tile.title = "";
+    delete tile.dataset.unavailable;
     delete tile.dataset.exact;
     tile.querySelector(".exactness").textContent = "";
     renderChange(tile, metric, null);
@@ -488,7 +567,7 @@ function renderSeries(answer) {
       cell(fmtTime(Date.parse(p.start)), { tag: "th" }),
       metricCell("visitors", p.visitors),
       cell(v.band, { num: true }),
-      ...METRICS.filter((m) => m !== "visitors").map((m) => metricCell(m, p[m])),
+      ...METRICS.filter((m) => m !== "visitors").map((m) => rowCell(m, p[m], answer.filtered)),
     );
     return tr;
   });
@@ -508,30 +587,67 @@ function renderBreakdown({ section, dimension, metrics }, result) {
   }
   const answer = result.value;
   view.breakdowns[dimension] = answer;
-  // Ranked by page views, or by visits for a dimension that counts visits only.
-  const ranked = metrics.includes("pageviews") ? "pageviews" : "visits";
-  const noun = ranked === "pageviews" ? "page views" : "visits";
-  const total = answer.totals[ranked];
-  const last = Date.parse(answer.to) - DAY;
+  const filtered = Boolean(answer.filtered);
+  // Ranked by page views, or by visits for a dimension that counts visits only (by visitors with
+  // filters: they give no visits).
+  const ranked = metrics.includes("pageviews") ? "pageviews" : filtered ? "visitors" : "visits";
+  const noun = { pageviews: "page views", visits: "visits", visitors: "visitors" }[ranked];
+  const total = filtered ? null : answer.totals[ranked];
   const inAll = total == null ? "" : ` · ${fmtInt(total)} ${noun} in all`;
-  const notExact = metrics.filter((m) => m !== "visitors" && !exactnessOf(m, answer, null).exact);
-  const flagged = notExact.length ? ` · ${METRIC_NAMES[notExact[0]].toLowerCase()} not exact: ${answer.exactness[notExact[0]].days.join(", ")}` : "";
-  days.textContent = `UTC days ${fmtDay(Date.parse(answer.from))} to ${fmtDay(last)} (whole days)${inAll}${flagged}`;
-  days.title = notExact.length ? answer.exactness[notExact[0]].reason || "" : "";
+  if (filtered) {
+    days.textContent = `Filtered: ${fmtTime(Date.parse(answer.from))} to ${fmtTime(Date.parse(answer.to))} (exclusive)`;
+    days.title = "";
+  } else {
+    const last = Date.parse(answer.to) - DAY;
+    const notExact = metrics.filter((m) => m !== "visitors" && !exactnessOf(m, answer, null).exact);
+    const flagged = notExact.length ? ` · ${METRIC_NAMES[notExact[0]].toLowerCase()} not exact: ${answer.exactness[notExact[0]].days.join(", ")}` : "";
+    days.textContent = `UTC days ${fmtDay(Date.parse(answer.from))} to ${fmtDay(last)} (whole days)${inAll}${flagged}`;
+    days.title = notExact.length ? answer.exactness[notExact[0]].reason || "" : "";
+  }
   if (answer.entries.length === 0) {
-    messageRow(tbody, `No ${noun} in this range.`, columns);
+    messageRow(tbody, `No ${noun} in this range${filtered ? " with these filters" : ""}.`, columns);
     return;
   }
   const rows = answer.entries.map((e) => {
     const tr = document.createElement("tr");
     tr.dataset.value = e.value;
-    const cells = metrics.map((m) => metricCell(m, e[m]));
+    const cells = metrics.map((m) => rowCell(m, e[m], filtered));
     const share = total ? ` (${Math.round((100 * e[ranked]) / total)}%)` : "";
-    cells[metrics.indexOf(ranked)].title = `${fmtInt(e[ranked])} ${noun}${share}`;
-    tr.append(cell(String(e.rank), { num: true }), cell(fmtValue(dimension, e.value), { tag: "th", title: e.value }), ...cells);
+    const rankedValue = ranked === "visitors" ? e.visitors && e.visitors.estimate : e[ranked];
+    cells[metrics.indexOf(ranked)].title = `${fmtInt(rankedValue)} ${noun}${share}`;
+    tr.append(cell(String(e.rank), { num: true }), valueCell(dimension, e.value), ...cells);
     return tr;
   });
   tbody.replaceChildren(...rows);
+}
+
+/** A row's value; in a table of a dimension one can filter by, a link that adds the filter. */
+function valueCell(dimension, shown) {
+  const th = cell("", { tag: "th", title: shown });
+  if (!canFilterBy(dimension)) {
+    th.textContent = fmtValue(dimension, shown);
+    return th;
+  }
+  const value = unscoped(shown, state.site);
+  const a = document.createElement("a");
+  a.className = "filter";
+  a.href = urlOf(withFilter(state.filters, dimension, value));
+  a.textContent = fmtValue(dimension, shown);
+  a.title = `Filter: ${FILTER_DIMENSIONS[dimension]} is ${value}`;
+  a.addEventListener("click", (e) => {
+    if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return; // a new tab or window
+    e.preventDefault();
+    setFilters(withFilter(state.filters, dimension, value));
+  });
+  th.append(a);
+  return th;
+}
+
+/** A table that cannot be given with filters (entry and exit pages: visits' pages), and why. */
+function renderUnfilterable({ section, dimension, metrics }) {
+  view.breakdowns[dimension] = null;
+  section.querySelector(".days").textContent = "";
+  messageRow(section.querySelector("tbody"), `Not available with filters: ${section.querySelector("h2").textContent.toLowerCase()} are visits' pages, and filtered figures count page views and visitors only.`, 2 + metrics.length);
 }
 
 function clearMain(reason) {
@@ -550,6 +666,11 @@ function clearMain(reason) {
 
 /** How much of the shown total came from each layer, in log records (from the answer's `covers`). */
 function renderCovers(covers) {
+  if (!covers || !covers.batch_offsets) {
+    $("fresh-batch").textContent = "–";
+    $("fresh-realtime").textContent = "–";
+    return;
+  }
   const batch = sum(covers.batch_offsets);
   $("fresh-batch").textContent = `${fmtInt(batch)} log records (below the cut of generation ${covers.generation}, ${fmtTime(Date.parse(covers.batch_as_of))})`;
   if (covers.realtime_offsets == null) {
@@ -620,6 +741,8 @@ async function loadMain() {
   const controller = new AbortController();
   mainController = controller;
   const { from, to } = windowOf();
+  showFiltered();
+  if (state.filters.length) return loadFiltered(controller, from, to);
   const range = { from: iso(from), to: iso(to) };
   view.query = { site: state.site, granularity: state.granularity, metrics: METRICS.join(","), ...range };
   if (state.compare) view.query.compare = state.compare;
@@ -651,9 +774,117 @@ async function loadMain() {
     renderCovers(series.value.covers);
     BREAKDOWNS.forEach((b, i) => renderBreakdown(b, breakdowns[i]));
   }
+  loaded();
+}
+
+function loaded() {
   showBanner();
   document.body.removeAttribute("aria-busy");
   document.documentElement.dataset.mainLoads = String(++mainLoads);
+}
+
+/** The buckets of [from, to) at `unit` (an hour or a day; a day's bucket starts at midnight UTC). */
+function buckets(from, to, unit) {
+  const starts = [];
+  for (let t = Math.floor(from / unit) * unit; t < to; t += unit) starts.push(t);
+  return starts;
+}
+
+/** The panels with filters: POST /v2/query for the total, the series and each table that can be
+ *  filtered, every filter in each; the answers are shaped as the /v1 answers they stand for. */
+async function loadFiltered(controller, from, to) {
+  const ask = { site: state.site, from, to, filters: state.filters };
+  const unit = state.granularity === "hour" ? HOUR : DAY;
+  const bucket = unit === HOUR ? "time:hour" : "time:day";
+  view.query = { site: state.site, granularity: unit === HOUR ? "hour" : "day", from: iso(from), to: iso(to), filters: state.filters };
+  view.queries = {
+    total: { path: "v2/query", body: queryBody(ask) },
+    series: { path: "v2/query", body: queryBody({ ...ask, dimensions: [bucket] }) },
+  };
+  const tables = BREAKDOWNS.filter((b) => canFilterBy(b.dimension));
+  for (const b of tables) {
+    const order = b.metrics.includes("pageviews") ? "pageviews" : "visitors";
+    view.queries[b.dimension] = { path: "v2/query", body: queryBody({ ...ask, dimensions: [b.dimension], order, limit: BREAKDOWN_LIMIT }) };
+  }
+  const per = unit === HOUR ? "hour" : `day${state.granularity === "day" ? "" : ` (${state.granularity}s are not available with filters)`}`;
+  const compared = state.compare ? `; no comparison (${NOT_WITH_FILTERS})` : "";
+  $("range-label").textContent = `${fmtTime(from)} to ${fmtTime(to)} (exclusive), per ${per}, filtered${compared}`;
+  document.body.setAttribute("aria-busy", "true");
+  const post = (name) => api(view.queries[name].path, {}, controller.signal, "application/json", view.queries[name].body);
+  const [total, series, ...answers] = await Promise.allSettled([post("total"), post("series"), ...tables.map((b) => post(b.dimension))]);
+  if (controller.signal.aborted) return;
+  mainController = null;
+  mainLoadedAt = Date.now();
+  const failed = [total, series].find((r) => r.status === "rejected");
+  if (failed) {
+    const problem = problemOf(failed.reason);
+    problems.main = problem;
+    mainFailed = true;
+    clearMain(problem.kind === "mongodb-down" ? "Unavailable: MongoDB is down." : `Unavailable: ${failed.reason.message}`);
+    loaded();
+    return;
+  }
+  mainFailed = false;
+  const zero = { visitors: { estimate: 0, lower: null, upper: null, exact: true }, pageviews: 0 };
+  const whole = rowsOf(total.value, state.site)[0] || zero;
+  const points = new Map(rowsOf(series.value, state.site).map((r) => [timeOf(r.value), r]));
+  const figures = (r) => ({ visitors: r.visitors || zero.visitors, pageviews: r.pageviews ?? 0, visits: null, views_per_visit: null, bounce_rate: null, visit_duration: null });
+  const shaped = {
+    filtered: true,
+    partial: Boolean(total.value.partial || series.value.partial),
+    missing: total.value.missing,
+    covers: total.value.covers,
+    from: iso(from),
+    to: iso(to),
+    total: figures(whole),
+    exactness: { pageviews: { exact: !total.value.exact || total.value.exact.pageviews !== false, reason: "" } },
+    series: buckets(from, to, unit).map((t) => ({ start: iso(t), ...figures(points.get(t) || zero) })),
+    answers: { total: total.value, series: series.value },
+  };
+  problems.main = partialProblem(shaped);
+  renderSeries(shaped);
+  renderCovers(shaped.covers);
+  for (const b of BREAKDOWNS) {
+    const i = tables.indexOf(b);
+    if (i < 0) {
+      renderUnfilterable(b);
+      continue;
+    }
+    const result = answers[i];
+    if (result.status === "rejected") {
+      renderBreakdown(b, result);
+      continue;
+    }
+    const entries = rowsOf(result.value, state.site).map((r, rank) => ({ rank: rank + 1, ...figures(r), value: r.value }));
+    renderBreakdown(b, { status: "fulfilled", value: { filtered: true, from: iso(from), to: iso(to), entries, answer: result.value } });
+  }
+  loaded();
+}
+
+/** What shows that filters are active: the chips, the live panel's note, the disabled controls. */
+function showFiltered() {
+  const filtered = state.filters.length > 0;
+  view.filters = state.filters.map((f) => ({ ...f }));
+  renderChips($("filters"), state.filters, (dimension) => {
+    setFilters(withoutFilter(state.filters, dimension));
+    const next = document.querySelector("#filters button.remove") || $("main");
+    next.focus();
+  });
+  $("live-unfiltered").hidden = !filtered;
+  $("compare").disabled = filtered;
+  $("compare").title = filtered ? `Comparison: ${NOT_WITH_FILTERS}` : "";
+  for (const button of document.querySelectorAll("button.download")) {
+    button.disabled = filtered;
+    button.title = filtered ? `CSV: ${NOT_WITH_FILTERS}` : "";
+  }
+  syncMetricRadios();
+}
+
+/** New filters: a new history entry (back and forward move between them), then the panels again. */
+function setFilters(filters) {
+  state.filters = filters;
+  saveState(true);
+  loadMain();
 }
 
 async function refreshLive() {
@@ -702,7 +933,8 @@ function liveLoop() {
 
 // --- the controls --------------------------------------------------------------------------------
 
-function saveState() {
+/** The page's address for the state, with `filters` as its filters. */
+function urlOf(filters) {
   const q = new URLSearchParams({ site: state.site, range: state.range, granularity: state.granularity, metric: state.metric });
   if (state.compare) q.set("compare", state.compare);
   if (state.range === "custom") {
@@ -710,7 +942,14 @@ function saveState() {
     q.set("to", iso(state.to));
   }
   if (params.has("refresh")) q.set("refresh", String(state.refreshS));
-  history.replaceState(null, "", `${location.pathname}?${q}`);
+  const f = filtersQuery(filters);
+  return `${location.pathname}?${q}${f ? `&${f}` : ""}`;
+}
+
+function saveState(push = false) {
+  const url = urlOf(state.filters);
+  if (push) history.pushState(null, "", url);
+  else history.replaceState(null, "", url);
 }
 
 function showFormError(text) {
@@ -735,21 +974,39 @@ function applyCustom() {
   changed();
 }
 
-function setupControls() {
+/** The controls as the state says. */
+function syncControls() {
   const form = $("controls");
   for (const radio of form.elements.range) radio.checked = radio.value === state.range;
   $("granularity").value = state.granularity;
   $("compare").value = state.compare;
-  for (const radio of document.querySelectorAll("input[name=metric]")) radio.checked = radio.value === state.metric;
+  syncMetricRadios();
   $("custom").hidden = state.range !== "custom";
   const { from, to } = windowOf();
   $("from").value = inputValue(from);
   $("to").value = inputValue(to);
   $("refresh-s").textContent = String(state.refreshS);
+}
+
+function setupControls() {
+  const form = $("controls");
+  syncControls();
 
   $("site").addEventListener("change", (e) => {
     state.site = e.target.value;
+    state.filters = []; // another site's pages and sources
     changed();
+  });
+  // Back and forward: the state of that address (its filters, and whatever else it names).
+  window.addEventListener("popstate", () => {
+    const site = state.site;
+    Object.assign(state, stateOf(new URLSearchParams(location.search)));
+    if (!state.site) state.site = site;
+    if (![...$("site").options].some((o) => o.value === state.site)) $("site").append(new Option(state.site, state.site));
+    $("site").value = state.site;
+    syncControls();
+    loadMain();
+    refreshLive();
   });
   $("granularity").addEventListener("change", (e) => {
     state.granularity = e.target.value;

@@ -1,6 +1,6 @@
 """GET /: the dashboard, a static page that reads the public API and nothing else.
 
-The page (api/dashboard/: one HTML file, one ES module, one stylesheet, and the vendored uPlot
+The page (api/dashboard/: one HTML file, two ES modules, one stylesheet, and the vendored uPlot
 build) is served by the API itself, so it works offline: its Content-Security-Policy lets it load
 scripts, styles and data from this origin only, and no request leaves the machine. Only the files
 listed here are served; the routes are left out of the OpenAPI document (they are not API).
@@ -19,6 +19,7 @@ JS = "text/javascript; charset=utf-8"
 CSS = "text/css; charset=utf-8"
 ASSETS: dict[str, str] = {
     "dashboard.js": JS,
+    "filters.js": JS,
     "dashboard.css": CSS,
     "vendor/uplot/uPlot.esm.js": JS,
     "vendor/uplot/uPlot.min.css": CSS,
