@@ -10,6 +10,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (installed by ``make setup``
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -83,9 +84,11 @@ def platform(stack: Settings, spark: Any, tmp_path_factory: pytest.TempPathFacto
 
 
 @contextmanager
-def serve(settings: Settings) -> Iterator[str]:
-    """The API (and so the dashboard) served by uvicorn on a free port of 127.0.0.1."""
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
+def serve(settings: Settings, wrap: Callable[[Any], Any] | None = None) -> Iterator[str]:
+    """The API (and so the dashboard) served by uvicorn on a free port of 127.0.0.1; ``wrap`` may
+    put an ASGI app of the test's in front of it."""
+    app = create_app(settings)
+    config = uvicorn.Config(app if wrap is None else wrap(app), host="127.0.0.1", port=0, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="dashboard-api", daemon=True)
     thread.start()
@@ -566,3 +569,227 @@ def test_the_top_numbers_show_the_comparison_and_each_table_downloads_as_the_api
     assert browser.find_elements(By.CSS_SELECTOR, "#metric .change") == []
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []
+
+
+# --- filters: a click on a value filters every panel, through POST /v2/query --------------------------
+FILTERABLE = ("page", "referrer", "country", "device", "channel", "utm_source", "utm_campaign")
+PRICING = f"https://{SITE}/pricing"
+REMOVE = "\u00d7"  # a chip's remove button (a multiplication sign)
+# Canned rows of POST /v2/query per dimension: (value, visitors, page views).
+CANNED_ROWS: dict[str, list[tuple[str, int, int]]] = {
+    "page": [(PRICING, 20, 30), (f"https://{SITE}/", 8, 10)],
+    "referrer": [("news.example.org", 6, 9)],
+    "country": [("DE", 40, 90), ("FR", 7, 12)],
+    "device": [("Desktop", 30, 70)],
+    "channel": [("Organic Search", 11, 15)],
+    "utm_source": [("newsletter", 5, 6)],
+    "utm_campaign": [("spring", 4, 4)],
+}
+CANNED_TOTAL = (123, 456)  # visitors, page views
+CANNED_HOURS = (2, 5)  # the first hours of the range get (visitors, page views) = (h + 1, 2h + 3)
+
+
+class CannedQueryV2:
+    """In front of the API: answers POST /v2/query (built elsewhere) with canned rows in the shape
+    of the Plausible Stats API v2, and keeps each request body; every other request goes to the API."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def wrap(self, app: Any) -> Any:
+        async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or (scope["method"], scope["path"]) != ("POST", "/v2/query"):
+                await app(scope, receive, send)
+                return
+            data, more = b"", True
+            while more:
+                message = await receive()
+                data += message.get("body", b"")
+                more = message.get("more_body", False)
+            headers = dict(scope["headers"])
+            assert headers.get(b"content-type") == b"application/json"
+            body = json.loads(data)
+            self.bodies.append(body)
+            answer = json.dumps(self.answer(body)).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": answer})
+
+        return asgi
+
+    @staticmethod
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        dimensions = body["dimensions"]
+        rows: list[tuple[str | None, int, int]]
+        if not dimensions:
+            rows = [(None, *CANNED_TOTAL)]
+        elif dimensions == ["time:hour"]:
+            start = parse(body["date_range"][0])
+            rows = [
+                ((start + timedelta(hours=h)).strftime("%Y-%m-%d %H:%M:%S"), h + 1, 2 * h + 3)
+                for h in range(*CANNED_HOURS)
+            ]
+        else:
+            rows = list(CANNED_ROWS[dimensions[0]])
+        return {
+            "results": [{"metrics": [v, pv], "dimensions": [] if d is None else [d]} for d, v, pv in rows],
+            "meta": {},
+            "query": body,
+            "generation": 1,
+            "covers": {},
+            "exact": {"pageviews": True, "visitors": True},
+            "path": "filter_table",
+            "partial": False,
+        }
+
+
+def chips(browser: WebDriver) -> list[str]:
+    shown: list[str] = browser.execute_script(
+        "const nav = document.getElementById('filters');"
+        "return nav.hidden ? [] : [...nav.querySelectorAll('li.chip')].map((li) => li.textContent)"
+    )
+    return shown
+
+
+def click_filter(browser: WebDriver, dimension: str, value: str) -> None:
+    link = browser.find_element(
+        By.CSS_SELECTOR, f'.breakdown[data-dimension="{dimension}"] tr[data-value="{value}"] a.filter'
+    )
+    after_next_load(browser, link.click)
+
+
+def table_rows(browser: WebDriver, dimension: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    rows: list[tuple[str, list[tuple[str, str]]]] = browser.execute_script(
+        "return [...document.querySelectorAll(`.breakdown[data-dimension='${arguments[0]}'] tbody tr`)]"
+        ".map((tr) => [tr.dataset.value || tr.textContent,"
+        " [...tr.querySelectorAll('td[data-metric]')].map((td) => [td.dataset.metric, td.textContent])])",
+        dimension,
+    )
+    return [(value, [tuple(c) for c in cells]) for value, cells in rows]  # type: ignore[misc]
+
+
+def assert_canned_panels(browser: WebDriver, filters: list[list[Any]], bodies: list[dict[str, Any]]) -> None:
+    """The requests of one load with ``filters``, and the panels showing their canned answers."""
+    q = shown_query(browser)
+    start, end = parse(q["from"]), parse(q["to"])
+    date_range = [
+        start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        (end - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    ]
+    common = {
+        "site_id": SITE,
+        "date_range": date_range,
+        "metrics": ["visitors", "pageviews"],
+        "filters": filters,
+    }
+    expected: list[dict[str, Any]] = [{**common, "dimensions": []}, {**common, "dimensions": ["time:hour"]}]
+    for dimension in FILTERABLE:
+        section = browser.find_element(By.CSS_SELECTOR, f'.breakdown[data-dimension="{dimension}"]')
+        order = "pageviews" if "pageviews" in section.get_attribute("data-metrics").split(",") else "visitors"
+        expected.append(
+            {
+                **common,
+                "dimensions": [dimension],
+                "order_by": [[order, "desc"]],
+                "pagination": {"limit": 10, "offset": 0},
+            }
+        )
+    key = lambda b: json.dumps(b, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, bodies)) == sorted(map(key, expected))
+
+    # The top numbers: visitors and page views as answered; the visit figures are not available.
+    assert text_of(browser, "total-visitors") == str(CANNED_TOTAL[0])
+    assert text_of(browser, "total-pageviews") == str(CANNED_TOTAL[1])
+    for m in ("visits", "views_per_visit", "bounce_rate", "visit_duration"):
+        tile = browser.find_element(By.CSS_SELECTOR, f'#metric [data-metric="{m}"]')
+        assert text_of(browser, f"total-{m}") == "\u2014", m
+        assert tile.get_attribute("title") == "not available with filters", m
+        assert tile.find_element(By.CSS_SELECTOR, "input").get_attribute("disabled") is not None, m
+    # The chart: every hour of the range, the canned hours with their visitors, the others 0.
+    chart = browser.execute_script("return window.dashboard.chart.data")
+    assert shown_metric(browser) == "visitors" and len(chart[0]) == 24
+    assert chart[0][0] == start.timestamp()
+    assert chart[1] == [h + 1 if CANNED_HOURS[0] <= h < CANNED_HOURS[1] else 0 for h in range(24)]
+    # The tables: the canned rows; visit columns "—"; entry and exit pages say why they are empty.
+    for dimension in FILTERABLE:
+        section = browser.find_element(By.CSS_SELECTOR, f'.breakdown[data-dimension="{dimension}"]')
+        metrics = section.get_attribute("data-metrics").split(",")
+        figures = {"visitors": 1, "pageviews": 2}
+        assert table_rows(browser, dimension) == [
+            (row[0], [(m, str(row[figures[m]]) if m in figures else "\u2014") for m in metrics])
+            for row in CANNED_ROWS[dimension]
+        ], dimension
+    for dimension in ("entry_page", "exit_page"):
+        [(message, cells)] = table_rows(browser, dimension)
+        assert message.startswith("Not available with filters") and cells == [], dimension
+    assert browser.find_element(By.CSS_SELECTOR, 'button.download[data-table="page"]').get_attribute(
+        "disabled"
+    )
+
+
+def test_a_click_on_a_value_filters_every_panel_and_the_address_keeps_it(
+    browser: WebDriver, platform: Settings
+) -> None:
+    """A click on a country adds the chip "Country is DE" (with its remove button) and
+    ``f=country:DE`` to the address; every panel is then read from POST /v2/query (here canned:
+    the endpoint is built elsewhere) with the filter, a second click adds a second filter (AND), a
+    reload and back and forward keep them, and removing the chips gives the unfiltered page of the
+    GET /v1 answers again."""
+    v2 = CannedQueryV2()
+    browser.get_log("browser")
+    with serve(platform, wrap=v2.wrap) as base:
+        open_dashboard(browser, base, range="24h", granularity="hour")
+        assert chips(browser) == [] and v2.bodies == []
+        assert_page_equals_api(browser, base)
+        country = browser.find_element(
+            By.CSS_SELECTOR, '.breakdown[data-dimension="country"] tbody tr'
+        ).get_attribute("data-value")
+
+        click_filter(browser, "country", country)
+        assert chips(browser) == [f"Country is {country} {REMOVE}"]
+        assert browser.current_url.endswith(f"&f=country:{country}")
+        by_country = [["is", "country", [country]]]
+        assert_canned_panels(browser, by_country, v2.bodies)
+
+        # A second filter: both, in the order they were added, in the requests and the address.
+        v2.bodies.clear()
+        click_filter(browser, "page", PRICING)
+        both = [*by_country, ["is", "page", [PRICING]]]
+        assert chips(browser) == [f"Country is {country} {REMOVE}", f"Page is {PRICING} {REMOVE}"]
+        assert browser.current_url.endswith(f"&f=country:{country}&f=page:{PRICING}")
+        assert_canned_panels(browser, both, v2.bodies)
+
+        # A reload keeps them; back and forward move between the filters.
+        v2.bodies.clear()
+        browser.refresh()
+        wait_for("the reload", lambda: loads(browser) >= 1)
+        assert chips(browser) == [f"Country is {country} {REMOVE}", f"Page is {PRICING} {REMOVE}"]
+        assert_canned_panels(browser, both, v2.bodies)
+        browser.back()
+        wait_for("the country filter alone", lambda: chips(browser) == [f"Country is {country} {REMOVE}"])
+        wait_for("its panels", lambda: text_of(browser, "total-pageviews") == str(CANNED_TOTAL[1]))
+        browser.forward()
+        wait_for("both filters", lambda: len(chips(browser)) == 2)
+
+        # Removing the chips: the address without them, and the unfiltered panels of the API again.
+        before = loads(browser)
+        browser.find_element(By.CSS_SELECTOR, '#filters li[data-dimension="page"] button.remove').click()
+        wait_for(
+            "one chip",
+            lambda: chips(browser) == [f"Country is {country} {REMOVE}"] and loads(browser) > before,
+        )
+        assert "f=page" not in browser.current_url
+        v2.bodies.clear()
+        after_next_load(browser, browser.find_element(By.CSS_SELECTOR, "#filters button.remove").click)
+        assert chips(browser) == [] and "f=" not in browser.current_url and v2.bodies == []
+        assert browser.find_element(By.ID, "filters").get_attribute("hidden") is not None
+        assert_page_equals_api(browser, base)
+        assert text_of(browser, "total-visits") not in ("\u2014", NO_NUMBER)
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+    browser.get("about:blank")
