@@ -7,10 +7,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api import render
-from api.deps import QueryV2Dep, query_v2_openapi
+from api.deps import InvalidBody, QueryV2Dep, query_v2_openapi
 from api.query_v2 import QueryV2Response, query_v2
 from api.routes.responses import GUARD_ERRORS
 from api.schemas import ErrorResponse, NotReadyResponse, ValidationErrorResponse
+from serving_layer import InvalidQuery
+from serving_layer.filters import TooManyRows
 
 router = APIRouter(prefix="/v2", tags=["queries"])
 
@@ -43,4 +45,10 @@ async def query(request: Request, q: QueryV2Dep) -> Response:
     a scan of the filter table: page views and visitors, both exact, merged across the batch and the
     realtime parts by the generation's cut. The answer says which (`path`)."""
     services = request.app.state.services
-    return render.JsonBytes(query_v2(await services.filters.answer(q)))
+    try:
+        answer = await services.filters.answer(q)
+    except TooManyRows:
+        raise
+    except InvalidQuery as exc:  # everything a query names is in its body
+        raise InvalidBody(exc.param, exc.problem) from None
+    return render.JsonBytes(query_v2(answer))

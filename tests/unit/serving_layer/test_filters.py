@@ -428,9 +428,7 @@ def test_a_table_counted_with_other_code_is_not_ready(tmp_path: Any) -> None:
     service, _ = _service(tmp_path, FakeRealtime(rt), _generation())
     with pytest.raises(NotReady):
         asyncio.run(service.answer(parse(**COMBINED)))
-    without_table = Generation(
-        3, "full", GenerationState.SERVED, {0: 5}, datetime(2026, 11, 26, tzinfo=UTC)
-    )
+    without_table = Generation(3, "full", GenerationState.SERVED, {0: 5}, datetime(2026, 11, 26, tzinfo=UTC))
     service, _ = _service(tmp_path, FakeRealtime(down=True), without_table)
     with pytest.raises(NotReady, match="no batch views"):
         asyncio.run(service.answer(parse(**COMBINED)))
