@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
-from api import render
+from api import cost, render
 from api.answer_cache import AnswerCache
 from api.auth import Authenticator, check_binding, mode_note
 from api.collect import COLLECT_PATH, access_log
@@ -43,6 +43,8 @@ from serving_layer import (
     NothingServed,
     QueryEngine,
     RealtimeUnavailable,
+    SeriesQuery,
+    TopQuery,
 )
 from serving_layer.filters import Busy, FilterService, ScanTimeout, TooManyRows, sources
 from serving_layer.filters.scan import Limits, Scanner
@@ -119,7 +121,14 @@ def filter_service(settings: Settings, engine: QueryEngine) -> FilterService:
         threads=settings.api_filter_threads,
         memory_mb=settings.api_filter_memory_mb,
     )
-    return FilterService(engine, Scanner(limits), sources.table_root(settings), settings.api_max_top)
+
+    def check_cost(q: SeriesQuery | TopQuery) -> None:
+        asked = cost.series_cost(q) if isinstance(q, SeriesQuery) else cost.top_cost(q)
+        cost.check(asked, settings.api_max_cost, "date_range", "body")
+
+    return FilterService(
+        engine, Scanner(limits), sources.table_root(settings), settings.api_max_top, check_cost=check_cost
+    )
 
 
 def _closer(*closes: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:

@@ -88,18 +88,26 @@ async def _per_site(engine: QueryEngine, view: str) -> bool | None:
     return False if view == URL_VIEW or info.get("url_keys") else None
 
 
-async def answer_from_views(engine: QueryEngine, q: FilterQuery, plan: ViewsPlan) -> QueryAnswer:
+CostCheck = Callable[[SeriesQuery | TopQuery], None]
+"""Raises when the engine's query would read more than the API allows (api.cost)."""
+
+
+async def answer_from_views(
+    engine: QueryEngine, q: FilterQuery, plan: ViewsPlan, check: CostCheck = lambda query: None
+) -> QueryAnswer:
     start = datetime.combine(q.first_day, time(), UTC)
     end = datetime.combine(q.last_day + timedelta(days=1), time(), UTC)
     visits = any(m in VISIT_METRICS for m in q.metrics)
     if plan.kind == "series":
-        series = await engine.series(SeriesQuery(plan.view, plan.key, start, end, plan.granularity, visits))
+        series_query = SeriesQuery(plan.view, plan.key, start, end, plan.granularity, visits)
+        check(series_query)
+        series = await engine.series(series_query)
         rows, exact = _series_rows(q, series)
         return _page(q, rows, exact, series.coverage, series.visits_exactness.reason)
     asked = q.offset + q.limit
-    top = await engine.top(
-        TopQuery(plan.view, start, end, asked, q.site, visitors=VISITORS in q.metrics, visits=visits)
-    )
+    top_query = TopQuery(plan.view, start, end, asked, q.site, visitors=VISITORS in q.metrics, visits=visits)
+    check(top_query)
+    top = await engine.top(top_query)
     rows, exact = _top_rows(q, top, plan.per_site)
     return _page(q, rows, exact, top.coverage, top.visits_exactness.reason)
 

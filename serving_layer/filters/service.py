@@ -20,7 +20,7 @@ from serving_layer.answers import Coverage, lost_of
 from serving_layer.engine import QueryEngine
 from serving_layer.filters import sources
 from serving_layer.filters.model import PAGEVIEWS, VISIT_METRICS, FilterQuery, QueryAnswer, Row
-from serving_layer.filters.path import answer_from_views, views_plan
+from serving_layer.filters.path import CostCheck, answer_from_views, views_plan
 from serving_layer.filters.scan import Scanner
 from serving_layer.filters.sql import result_columns
 from serving_layer.model import (
@@ -45,17 +45,20 @@ class FilterService:
         root_uri: str,
         max_top: int,
         files_of: Callable[[str, dict[str, int]], list[str]] = sources.batch_files,
+        check_cost: CostCheck = lambda query: None,
     ) -> None:
         self.engine = engine
         self.scanner = scanner
         self.root_uri = root_uri
         self.max_top = max_top
         self.files_of = files_of
+        self.check_cost = check_cost
+        """The API's cost limit of the views path's engine queries (the scan has its own bounds)."""
 
     async def answer(self, q: FilterQuery) -> QueryAnswer:
         plan = await views_plan(self.engine, q, self.max_top)
         if plan is not None:
-            return await answer_from_views(self.engine, q, plan)
+            return await answer_from_views(self.engine, q, plan, self.check_cost)
         visit_metrics = [m for m in q.metrics if m in VISIT_METRICS]
         if visit_metrics:
             raise InvalidQuery(

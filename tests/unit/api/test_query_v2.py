@@ -185,3 +185,19 @@ def test_the_document_describes_the_body_and_the_answer(tmp_path: Any) -> None:
     op = client.get("/openapi.json").json()["paths"]["/v2/query"]["post"]
     assert "site_id" in op["requestBody"]["content"]["application/json"]["schema"]["properties"]
     assert op["security"] and {"200", "422", "429", "504"} <= set(op["responses"])
+
+
+def test_the_views_path_keeps_the_cost_limit_of_the_engines_queries(tmp_path: Any) -> None:
+    from api.app import filter_service
+
+    client, _, engine = make_client(tmp_path)
+    service = filter_service(Settings(api_max_cost=100), engine)
+    client.app.state.services.filters = service
+    hourly = {**BODY, "filters": [], "dimensions": ["time:hour"], "date_range": "30d"}
+    r = client.post("/v2/query", json=hourly)
+    assert r.status_code == 422
+    assert (
+        r.json()["detail"][0]["loc"] == ["body", "date_range"]
+        and r.json()["detail"][0]["type"] == "cost_limit"
+    )
+    assert client.post("/v2/query", json={**hourly, "date_range": "day"}).status_code == 200
