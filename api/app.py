@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
-from api import render
+from api import cost, render
 from api.answer_cache import AnswerCache
 from api.auth import Authenticator, check_binding, mode_note
 from api.collect import COLLECT_PATH, access_log
@@ -31,7 +31,7 @@ from api.events import EventIngest, InvalidEvents, PayloadTooLarge
 from api.kafka import KafkaProbe, KafkaUnavailable
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.ratelimit import RateLimiter
-from api.routes import collect, current_visitors, dashboard, dimensions, events, ops, queries
+from api.routes import collect, current_visitors, dashboard, dimensions, events, ops, queries, query_v2
 from api.services import Services
 from config import memo
 from config.settings import Settings, get_settings
@@ -43,7 +43,11 @@ from serving_layer import (
     NothingServed,
     QueryEngine,
     RealtimeUnavailable,
+    SeriesQuery,
+    TopQuery,
 )
+from serving_layer.filters import Busy, FilterService, ScanTimeout, TooManyRows, sources
+from serving_layer.filters.scan import Limits, Scanner
 from serving_layer.model import NotReady
 from stores.mongo.api_keys import MongoApiKeyStore
 from stores.mongo.client import connect_async
@@ -103,6 +107,27 @@ def build_services(settings: Settings) -> Services:
         rate=RateLimiter(settings.api_rate_limit),
         close_stores=_closer(realtime.aclose, mongo.close),
         collect=Collector(settings, MongoSaltStore(mongo[settings.mongo_db]), metrics.registry),
+        filters=filter_service(settings, engine),
+    )
+
+
+def filter_service(settings: Settings, engine: QueryEngine) -> FilterService:
+    """POST /v2/query's work: the engine for the views path, a bounded scanner for the filter table."""
+    limits = Limits(
+        max_rows=settings.api_filter_max_rows,
+        concurrency=settings.api_filter_concurrency,
+        queue=settings.api_filter_queue,
+        timeout_s=settings.api_filter_timeout_s,
+        threads=settings.api_filter_threads,
+        memory_mb=settings.api_filter_memory_mb,
+    )
+
+    def check_cost(q: SeriesQuery | TopQuery) -> None:
+        asked = cost.series_cost(q) if isinstance(q, SeriesQuery) else cost.top_cost(q)
+        cost.check(asked, settings.api_max_cost, "date_range", "body")
+
+    return FilterService(
+        engine, Scanner(limits), sources.table_root(settings), settings.api_max_top, check_cost=check_cost
     )
 
 
@@ -127,8 +152,28 @@ def _retry_after(services: Services) -> dict[str, str]:
 def _install_error_handlers(app: FastAPI, services: Services) -> None:
     async def invalid_query(request: Request, exc: Exception) -> render.JsonBytes:
         assert isinstance(exc, InvalidQuery)
-        detail = [{"loc": ["query", exc.param], "msg": exc.problem, "type": "value_error"}]
+        where = getattr(exc, "location", "query")
+        detail = [{"loc": [where, exc.param], "msg": exc.problem, "type": "value_error"}]
         return render.json_response({"detail": detail}, 422)
+
+    async def too_many_rows(request: Request, exc: Exception) -> render.JsonBytes:
+        assert isinstance(exc, TooManyRows)
+        detail = [
+            {
+                "loc": ["body", exc.param],
+                "msg": exc.problem,
+                "type": "cost_limit",
+                "ctx": {"rows": exc.rows, "limit": exc.limit},
+            }
+        ]
+        return render.json_response({"detail": detail}, 422)
+
+    async def scan_busy(request: Request, exc: Exception) -> render.JsonBytes:
+        return render.json_response({"detail": str(exc)}, 429, _retry_after(services))
+
+    async def scan_timeout(request: Request, exc: Exception) -> render.JsonBytes:
+        log.warning("504: %s", exc)
+        return render.json_response({"detail": str(exc)}, 504)
 
     async def too_costly(request: Request, exc: Exception) -> render.JsonBytes:
         assert isinstance(exc, TooCostly)
@@ -172,6 +217,9 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
         return render.json_response({"detail": str(exc), "pending": exc.pending}, 504)
 
     app.add_exception_handler(InvalidQuery, invalid_query)
+    app.add_exception_handler(TooManyRows, too_many_rows)
+    app.add_exception_handler(Busy, scan_busy)
+    app.add_exception_handler(ScanTimeout, scan_timeout)
     app.add_exception_handler(TooCostly, too_costly)
     app.add_exception_handler(InvalidEvents, invalid_events)
     app.add_exception_handler(PayloadTooLarge, too_large)
@@ -199,6 +247,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             services.collect.close()
+            if services.filters is not None:
+                services.filters.scanner.close()
             services.ingest.close()
             services.kafka.close()
             await services.close_stores()
@@ -220,6 +270,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(collect.router)
     app.include_router(ops.router)
     app.include_router(dashboard.router)
+    app.include_router(query_v2.router)
     _install_error_handlers(app, services)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     app.add_middleware(

@@ -25,14 +25,14 @@ from serving_layer.tiling import Granularity, buckets, days_covering, tile
 
 
 class TooCostly(Exception):
-    def __init__(self, cost: int, limit: int, param: str) -> None:
+    def __init__(self, cost: int, limit: int, param: str, location: str = "query") -> None:
         super().__init__(f"cost {cost} above {limit}")
-        self.cost, self.limit, self.param = cost, limit, param
+        self.cost, self.limit, self.param, self.location = cost, limit, param, location
 
     def detail(self) -> list[dict[str, object]]:
         return [
             {
-                "loc": ["query", self.param],
+                "loc": [self.location, self.param],
                 "msg": f"the query would read {self.cost:,} stored values (buckets x keys), above the "
                 f"limit of {self.limit:,} per request (LAMBDA_API_MAX_COST): shorten the range, ask "
                 "for days instead of hours or a lower limit",
@@ -63,6 +63,6 @@ def current_visitors_cost(minutes: int, exact_limit: int) -> int:
     return (minutes + 1) * (exact_limit + 1)
 
 
-def check(cost: int, limit: int, param: str) -> None:
+def check(cost: int, limit: int, param: str, location: str = "query") -> None:
     if cost > limit:
-        raise TooCostly(cost, limit, param)
+        raise TooCostly(cost, limit, param, location)

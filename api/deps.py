@@ -19,14 +19,16 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any
 
+import orjson
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from api import compare, cost, scoping
 from api.answer_cache import AnswerCache
-from api.auth import Caller, require_scope
+from api.auth import Caller, require_scope, require_site
 from api.collect.collector import Collector
+from api.keys import normalize_site
 from api.params import (
     BreakdownParams,
     CurrentVisitorsParams,
@@ -37,6 +39,7 @@ from api.params import (
     openapi_parameters,
     parsed,
 )
+from api.query_v2 import QueryV2Request
 from api.requests import (
     SeriesRequest,
     TimeseriesRequest,
@@ -49,8 +52,10 @@ from api.requests import (
 )
 from api.services import Services
 from config.settings import Settings
-from serving_layer import QueryEngine
+from contract import utc
+from serving_layer import InvalidQuery, QueryEngine
 from serving_layer.current_visitors import CurrentQuery
+from serving_layer.filters import FilterQuery, parse_query
 from stores.api_keys import ADMIN, READ, WRITE
 
 
@@ -206,3 +211,45 @@ TopRequestDep = Annotated[TopRequest, Depends(get_top_request)]
 TimeseriesRequestDep = Annotated[TimeseriesRequest, Depends(get_timeseries_request)]
 BreakdownRequestDep = Annotated[TopRequest, Depends(get_breakdown_request)]
 CurrentVisitorsQueryDep = Annotated[CurrentQuery, Depends(get_current_visitors_query)]
+
+
+# --- POST /v2/query: its body, of the caller's sites ------------------------------------------------
+async def get_v2_query(request: Request) -> FilterQuery:
+    """The parsed body of POST /v2/query (read scope; a key limited to sites queries those only)."""
+    caller = await _reader_of(request)
+    settings = _services(request).settings
+    body = await request.body()
+    if len(body) > settings.api_max_body_bytes:
+        raise InvalidBody(
+            "body", f"larger than {settings.api_max_body_bytes} bytes (LAMBDA_API_MAX_BODY_BYTES)"
+        )
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise InvalidBody("body", "not a JSON object") from None
+    try:
+        q = parse_query(decoded, utc.now().date(), settings.api_max_range_days, normalize_site)
+    except InvalidQuery as exc:
+        raise InvalidBody(exc.param, exc.problem) from None
+    require_site(caller, q.site)
+    return q
+
+
+class InvalidBody(InvalidQuery):
+    """An invalid parameter of a request's body (its 422 says ``["body", param]``)."""
+
+    location = "body"
+
+
+@cache
+def query_v2_openapi() -> dict[str, Any]:
+    """POST /v2/query's ``openapi_extra``: its body (parsed by hand) and the key schemes of
+    ``ReaderDep``."""
+    schema = QueryV2Request.model_json_schema(ref_template="#/components/schemas/{model}")
+    return {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+        "security": openapi_operation(ReaderDep)["security"],
+    }
+
+
+QueryV2Dep = Annotated[FilterQuery, Depends(get_v2_query)]

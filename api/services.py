@@ -20,6 +20,7 @@ from api.metrics import ApiMetrics
 from api.ratelimit import RateLimiter
 from config.settings import Settings
 from serving_layer import QueryEngine
+from serving_layer.filters import FilterService
 from stores.base import ManifestReader
 
 
@@ -44,3 +45,5 @@ class Services:
     """Close the stores' clients (at the end of the app's lifespan)."""
     collect: Collector
     """POST /api/event's work: the tracker's payload to an acknowledged record."""
+    filters: FilterService | None = None
+    """POST /v2/query's work: combined filters over the filter table, or today's views."""

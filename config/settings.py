@@ -309,6 +309,30 @@ class Settings(BaseSettings):
     api_kafka_timeout_s: float = Field(5.0, gt=0, description="Kafka timeouts of /v1/status, /readyz.")
     api_produce_timeout_s: float = Field(10.0, gt=0, description="Longest wait for Kafka to ack a POST.")
     api_retry_after_s: int = Field(5, ge=1, description="Retry-After of 503 answers.")
+    api_filter_max_rows: int = Field(
+        50_000_000,
+        ge=1,
+        description="Most rows of the filter table one POST /v2/query may scan (its estimate from the "
+        "Parquet footers and the realtime rows, before the scan); above it a 422 names the limit.",
+    )
+    api_filter_concurrency: int = Field(
+        2, ge=1, description="Filter-table scans one worker runs at once (POST /v2/query)."
+    )
+    api_filter_queue: int = Field(
+        8,
+        ge=0,
+        description="Filter-table scans that may wait for a turn beyond LAMBDA_API_FILTER_CONCURRENCY; "
+        "past it a 429 with Retry-After.",
+    )
+    api_filter_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Longest wait plus scan of one POST /v2/query; past it the scan is interrupted (504).",
+    )
+    api_filter_threads: int = Field(1, ge=1, description="DuckDB threads of one filter-table scan.")
+    api_filter_memory_mb: int = Field(
+        512, ge=16, description="DuckDB memory limit of one filter-table scan, MiB."
+    )
 
     # --- collection from web pages: POST /api/event (the Plausible tracker's payload) ----------
     collect_sites: list[str] = Field(
