@@ -10,7 +10,6 @@ answered it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -118,7 +117,7 @@ class QueryV2Response(AnswerMeta):
 
 
 def query_v2(a: QueryAnswer) -> dict[str, Any]:
-    start = datetime.combine(a.query.first_day, time(), UTC)
+    start = a.query.start
     return {
         "results": [{"metrics": list(r.metrics), "dimensions": list(r.dimensions)} for r in a.results],
         "meta": {"total_rows": a.total_rows, "scanned_rows": a.scanned_rows, "notes": list(a.notes)},

@@ -7,7 +7,7 @@ filters, or ``not`` of one. The query's ``filters`` list is the ``and`` of its i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
 
 from serving_layer.answers import Coverage
@@ -101,11 +101,23 @@ class FilterQuery:
     offset: int
     echo: dict[str, Any] = field(default_factory=dict, compare=False)
     """The query as answered, for the answer's ``query`` (aliases resolved, defaults filled in)."""
+    first_hour: int = 0
+    """The first UTC hour of ``first_day`` in the range (a range of datetimes: whole hours)."""
+    last_hour: int = 23
+    """The last UTC hour of ``last_day`` in the range, included."""
+
+    @property
+    def start(self) -> datetime:
+        """The range's first instant (UTC)."""
+        return datetime.combine(self.first_day, time(self.first_hour), UTC)
+
+    @property
+    def end(self) -> datetime:
+        """The instant right after the range (UTC)."""
+        return datetime.combine(self.last_day, time(self.last_hour), UTC) + timedelta(hours=1)
 
     @property
     def days(self) -> list[str]:
-        from datetime import timedelta
-
         n = (self.last_day - self.first_day).days + 1
         return [(self.first_day + timedelta(days=i)).isoformat() for i in range(n)]
 

@@ -11,7 +11,7 @@ URLs normalised as the views key pages (contract.normalize_url, views.campaigns.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from contract import normalize_url
@@ -53,7 +53,7 @@ def parse_query(body: Any, today: date, max_days: int, site_key: Callable[[str],
     if unknown:
         raise InvalidQuery(unknown[0], f"not a parameter of this query (they are {', '.join(KEYS[:-1])})")
     site = _site(body.get("site_id"), site_key)
-    first, last = _date_range(body.get("date_range"), today, max_days)
+    first, last, hours = _date_range(body.get("date_range"), today, max_days)
     metrics = _metrics(body.get("metrics"))
     dimensions = _dimensions(body.get("dimensions", []))
     raw_filters = body.get("filters", [])
@@ -66,14 +66,14 @@ def parse_query(body: Any, today: date, max_days: int, site_key: Callable[[str],
     limit, offset = _pagination(body.get("pagination"))
     echo = {
         "site_id": site,
-        "date_range": [first.isoformat(), last.isoformat()],
+        "date_range": body.get("date_range") if hours != (0, 23) else [first.isoformat(), last.isoformat()],
         "metrics": list(metrics),
         "dimensions": list(dimensions),
         "filters": [_echo(f) for f in items],
         "order_by": [list(o) for o in order_by],
         "pagination": {"limit": limit, "offset": offset},
     }
-    return FilterQuery(site, first, last, metrics, dimensions, tree, order_by, limit, offset, echo)
+    return FilterQuery(site, first, last, metrics, dimensions, tree, order_by, limit, offset, echo, *hours)
 
 
 def _site(raw: Any, site_key: Callable[[str], str]) -> str:
@@ -91,10 +91,39 @@ def _day(raw: Any) -> date:
     return date.fromisoformat(raw)
 
 
-def _date_range(raw: Any, today: date, max_days: int) -> tuple[date, date]:
+def _instant(raw: Any, last: bool) -> tuple[date, int]:
+    """A range's end given as an ISO 8601 datetime with its offset, as (UTC day, UTC hour): the
+    table counts by hour, so a first instant is at HH:00:00 and a last one at HH:59:59."""
+    if not isinstance(raw, str) or len(raw) <= 10:
+        raise ValueError(raw)
+    at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    if at.tzinfo is None:
+        raise ValueError(raw)
+    at = at.astimezone(UTC)
+    if (at.minute, at.second, at.microsecond) != ((59, 59, 0) if last else (0, 0, 0)):
+        raise ValueError(raw)
+    return at.date(), at.hour
+
+
+def _date_range(raw: Any, today: date, max_days: int) -> tuple[date, date, tuple[int, int]]:
     """``day`` (today, UTC), ``7d`` and ``30d`` (the 7 or 30 days ending today, today included),
-    ``month`` (the current calendar month up to today), or ``[first, last]`` (both included)."""
-    if raw == "day":
+    ``month`` (the current calendar month up to today), ``[first, last]`` (both included), or
+    two datetimes with their offsets ``["2026-11-25T15:00:00Z", "2026-11-26T14:59:59Z"]``, whole
+    UTC hours, both included; and the first and last hour of the range's first and last days."""
+    hours = (0, 23)
+    if isinstance(raw, list) and len(raw) == 2 and all(isinstance(r, str) and len(r) > 10 for r in raw):
+        try:
+            (first, first_hour), (last, last_hour) = _instant(raw[0], False), _instant(raw[1], True)
+        except ValueError:
+            raise InvalidQuery(
+                "date_range",
+                "datetimes are ISO 8601 with an offset, the first at a whole hour (HH:00:00) and the last "
+                "at the end of one (HH:59:59): the filter table counts by UTC hour",
+            ) from None
+        if (first, first_hour) > (last, last_hour):
+            raise InvalidQuery("date_range", "the first datetime must not be after the last")
+        hours = (first_hour, last_hour)
+    elif raw == "day":
         first, last = today, today
     elif raw == "7d":
         first, last = today - timedelta(days=6), today
@@ -111,13 +140,14 @@ def _date_range(raw: Any, today: date, max_days: int) -> tuple[date, date]:
             raise InvalidQuery("date_range", "the first day must not be after the last")
     else:
         raise InvalidQuery(
-            "date_range", f'one of {", ".join(PERIODS)} or two days ["YYYY-MM-DD", "YYYY-MM-DD"]'
+            "date_range",
+            f'one of {", ".join(PERIODS)}, two days ["YYYY-MM-DD", "YYYY-MM-DD"] or two datetimes',
         )
     if (last - first).days + 1 > max_days:
         raise InvalidQuery("date_range", f"the range exceeds the maximum of {max_days} days")
     if first.year < 1970 or last.year >= 9000:
         raise InvalidQuery("date_range", "must be between 1970 and 9000")
-    return first, last
+    return first, last, hours
 
 
 def _metrics(raw: Any) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime
 from typing import Any
 
 from serving_layer.answers import Distinct, SeriesAnswer, TopAnswer, Visits
@@ -95,8 +95,7 @@ CostCheck = Callable[[SeriesQuery | TopQuery], None]
 async def answer_from_views(
     engine: QueryEngine, q: FilterQuery, plan: ViewsPlan, check: CostCheck = lambda query: None
 ) -> QueryAnswer:
-    start = datetime.combine(q.first_day, time(), UTC)
-    end = datetime.combine(q.last_day + timedelta(days=1), time(), UTC)
+    start, end = q.start, q.end
     visits = any(m in VISIT_METRICS for m in q.metrics)
     if plan.kind == "series":
         series_query = SeriesQuery(plan.view, plan.key, start, end, plan.granularity, visits)

@@ -84,10 +84,17 @@ def _part(relation: str, params: list[Any], q: FilterQuery, files: Sequence[str]
     if relation == BATCH:
         params.append(list(files))
     params.extend([q.site, q.first_day, q.last_day])
-    return (
+    sql = (
         f"SELECT {', '.join(COLUMNS)} FROM {relation} "
         f"WHERE {SITE} = ? AND {DAY} BETWEEN CAST(? AS DATE) AND CAST(? AS DATE)"
     )
+    if q.first_hour > 0:  # a range of datetimes: whole UTC hours
+        params.extend([q.first_day, q.first_hour])
+        sql += f" AND ({DAY} > CAST(? AS DATE) OR {HOUR} >= ?)"
+    if q.last_hour < 23:
+        params.extend([q.last_day, q.last_hour])
+        sql += f" AND ({DAY} < CAST(? AS DATE) OR {HOUR} <= ?)"
+    return sql
 
 
 def compile_query(q: FilterQuery, files: Sequence[str], realtime: bool) -> Compiled:

@@ -101,6 +101,10 @@ def test_page_values_of_is_are_normalised_as_the_views_key_pages() -> None:
         ({"date_range": "year"}, "date_range"),
         ({"date_range": ["2026-11-22", "2026-11-20"]}, "date_range"),
         ({"date_range": ["2026-01-01", "2026-12-31"]}, "date_range"),
+        ({"date_range": ["2026-11-20T10:30:00Z", "2026-11-21T10:59:59Z"]}, "date_range"),
+        ({"date_range": ["2026-11-20T10:00:00Z", "2026-11-21T11:00:00Z"]}, "date_range"),
+        ({"date_range": ["2026-11-20T10:00:00", "2026-11-21T10:59:59"]}, "date_range"),
+        ({"date_range": ["2026-11-21T10:00:00Z", "2026-11-20T10:59:59Z"]}, "date_range"),
         ({"metrics": []}, "metrics"),
         ({"metrics": ["bounces"]}, "metrics"),
         ({"dimensions": ["visit:os"]}, "dimensions"),
@@ -414,6 +418,23 @@ def test_the_filter_table_path_merges_batch_and_realtime_exactly(tmp_path: Any) 
     assert [r.metrics for r in a.results] == [(2, 7)]  # visitor 1 in both parts counts once
     assert a.coverage.realtime_offsets == {0: 130} and not a.coverage.partial
     assert a.scanned_rows is not None and a.scanned_rows >= 4
+
+
+def test_a_range_of_datetimes_counts_its_whole_utc_hours_only(tmp_path: Any) -> None:
+    """``["...T10:00:00+01:00", "...T01:59:59Z"]``: hours 9-23 of the first day and 0-1 of the next."""
+    rows = [
+        _row(hour=8, visitor=1),
+        _row(hour=9, visitor=2),
+        _row(hour=23, visitor=3),
+        _row(hour=1, visitor=4, day=DAYS[1]),
+        _row(hour=2, visitor=5, day=DAYS[1]),
+    ]
+    q = parse(date_range=["2026-11-20T10:00:00+01:00", "2026-11-21T01:59:59Z"], metrics=["visitors"])
+    assert (q.first_hour, q.last_hour) == (9, 1)
+    assert q.start == datetime(2026, 11, 20, 9, tzinfo=UTC) and q.end == datetime(2026, 11, 21, 2, tzinfo=UTC)
+    files = _write_batch(tmp_path, rows, gen=1)
+    scanned = asyncio.run(Scanner(limits()).scan(q, files, None))
+    assert scanned.rows[0][0] == 3  # visitors 2, 3 and 4 (then the page views the order ranks by)
 
 
 def test_with_redis_down_the_batch_part_alone_flagged_partial(tmp_path: Any) -> None:
