@@ -41,6 +41,7 @@ from tests.integration.conftest import (
     realtime_documents,
     traffic,
 )
+from tests.integration.filters_check import assert_filters_match
 from tests.oracle import first_copies, read_log, recount, recount_past
 
 BAD_RECORDS = [b"{not json", b'{"event_id":"x1","visitor_id":"v"}']
@@ -287,6 +288,8 @@ def test_kill_9_at_random_moments_neither_loses_nor_double_counts(
         assert_realtime_matches(realtime_documents(platform, 0), recount_past(log, {}))
         # Visits too: every kill replayed its batch's state reads and retractions exactly once.
         assert_merged_visits_match(platform, [r.event for r in first_copies(log) if r.event])
+        # And the filter table's realtime rows: each kill's replay appended its rows once.
+        assert_filters_match(platform, [r.event for r in first_copies(log) if r.event], at=seed_of_run)
     except AssertionError as exc:
         raise AssertionError(f"{happened}\n{exc}") from exc
 
@@ -417,6 +420,8 @@ def test_batch_generations_at_random_moments_merge_exactly_with_the_realtime_vie
             assert_merged_matches(platform, recount(first))
             # Visits: batch + realtime (retractions included) = the reference sessioniser's.
             assert_merged_visits_match(platform, first)
+            # Combined filters: the batch files + the realtime rows of the same generation.
+            assert_filters_match(platform, first, at=round_)
     finally:
         batch.close()
     assert speed.stop() == 0, speed.tail()
