@@ -89,7 +89,8 @@ class RunSummary:
     """How close the unabsorbed records were to the topic's retention at the start
     (batch_layer.log_retention)."""
     filter_table: dict[str, Any] = field(default_factory=dict)
-    """The filter table's days recomputed, and the files and bytes this run wrote of it."""
+    """The filter table's days recomputed, the files and bytes this run wrote of it, and the
+    seconds of its write (part of ``seconds["views"]``); empty when it wrote none."""
     retired: list[int] = field(default_factory=list)
     dropped_collections: list[str] = field(default_factory=list)
     """Batch-view collections and filter table directories garbage collection deleted."""
@@ -133,15 +134,25 @@ def plan_days(
     return plan
 
 
-MOVED_STORAGE = "MEMORY_AND_DISK_DESER"
+MOVED_STORAGE: str | None = "MEMORY_AND_DISK_DESER"
 """How the events moved by visitor are kept between the views' write and the filter table's (a
-pyspark.StorageLevel name; docs/filters.md has the measured choice)."""
+pyspark.StorageLevel name; None: not kept, the second write runs the shuffle again). docs/filters.md
+has the measured choice."""
 
 
-def _storage_level(name: str) -> Any:
+def kept(moved: DataFrame, storage: str) -> DataFrame:
+    """``moved`` persisted at ``storage`` (a StorageLevel name) and filled now, by an action of
+    its own, before anything is planned over it.
+
+    Planned over a cache not yet filled, a query sees no partitioning (the cached plan is adaptive
+    and not final): the views' pass would move every event again, by site for the visits and by
+    visitor for the counts, and the table's aggregation would get an exchange. Once filled, the
+    cache scan reports the shuffle's hash partitioning by visitor and neither does."""
     from pyspark import StorageLevel
 
-    return getattr(StorageLevel, name)
+    persisted = moved.persist(getattr(StorageLevel, storage))
+    persisted.count()
+    return persisted
 
 
 def _on_days(moved: DataFrame, days: list[str], all_days: list[str]) -> DataFrame:
@@ -154,6 +165,16 @@ def _on_days(moved: DataFrame, days: list[str], all_days: list[str]) -> DataFram
     if days == all_days:
         return moved
     return moved.where(F.col("day").isin([date.fromisoformat(d) for d in days]))
+
+
+def table_rows(moved: DataFrame, dimensions: list[View], days: list[str], all_days: list[str]) -> DataFrame:
+    """The filter table's rows of ``days`` from the events moved by visitor (keyed over
+    ``dimensions``, read for ``all_days``), grouped with ``visitor_id`` too (the same groups: the
+    visitor column is its hash) so that the moved events' partitioning satisfies the grouping and
+    the aggregation adds no exchange."""
+    return filter_table.filter_rows(_on_days(moved, days, all_days), dimensions, by=("visitor_id",)).drop(
+        "visitor_id"
+    )
 
 
 class BatchJob:
@@ -329,8 +350,10 @@ class BatchJob:
         keyed = shared_pass.keyed_events(needed, dimensions, ())
         moved = shared_pass.partitioned(keyed, single_partition=False)
         all_days = sorted({d for days in plan.values() for d in days})
-        if todo:
-            moved = moved.persist(_storage_level(MOVED_STORAGE))
+        storage = MOVED_STORAGE if todo else None  # one write needs nothing kept
+        if storage is not None:
+            with SparkProgress(self.spark, "events moved by visitor"):
+                moved = kept(moved, storage)
         try:
             if todo:
                 view_days = sorted({d for v in todo for d in plan[v.name]})
@@ -343,28 +366,26 @@ class BatchJob:
                 held.check("write the views")
                 self._write_views(gen, rows, {v.name: plan[v.name] for v in todo}, summary)
             t0 = time.monotonic()
-            table = filter_table.filter_rows(
-                _on_days(moved, table_days, all_days), dimensions, by=("visitor_id",)
-            ).drop("visitor_id")
+            table = table_rows(moved, dimensions, table_days, all_days)
             held.check("write the filter table")
             with SparkProgress(self.spark, "filter table"):
                 self.filters.write(gen, table)
         finally:
-            if todo:
+            if storage is not None:
                 moved.unpersist()
         files = self.filters.files(dict.fromkeys(table_days, gen))
         summary.filter_table = {
             "days_recomputed": len(table_days),
             "files": len(files),
             "bytes": sum(os.path.getsize(f) for f in files),
+            "seconds": round(time.monotonic() - t0, 3),
         }
-        summary.seconds["filter_table"] = time.monotonic() - t0
         log.info(
             "filter table: %d day(s) in %d file(s), %.1f MB, in %.1f s",
             len(table_days),
             len(files),
             summary.filter_table["bytes"] / 1e6,
-            summary.seconds["filter_table"],
+            summary.filter_table["seconds"],
         )
 
     def _write_views(

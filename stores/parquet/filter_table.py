@@ -93,8 +93,14 @@ def write(rows: DataFrame, root_uri: str, gen: int, compression: str = COMPRESSI
     rows.select(*filter_table.COLUMNS).sortWithinPartitions(filter_table.DAY, *filter_table.SORT).write.mode(
         "overwrite"
     ).partitionBy(filter_table.DAY).option("compression", compression).parquet(
-        generation_dir(root_uri, gen).as_uri()
+        _hadoop_uri(generation_dir(root_uri, gen))
     )
+
+
+def _hadoop_uri(path: Path) -> str:
+    """``path`` as Hadoop reads it: ``file://`` and the path as it is (Hadoop's Path does its own
+    escaping: a percent-encoded URI such as ``Path.as_uri()``'s would name ``gen%3D1``)."""
+    return f"file://{path}"
 
 
 def drop_generation(root_uri: str, gen: int) -> bool:
