@@ -93,7 +93,8 @@ class RunSummary:
     seconds of its write (part of ``seconds["views"]``); empty when it wrote none."""
     retired: list[int] = field(default_factory=list)
     dropped_collections: list[str] = field(default_factory=list)
-    """Batch-view collections and filter table directories garbage collection deleted."""
+    dropped_filter_table: list[str] = field(default_factory=list)
+    """The filter table's generation directories garbage collection deleted."""
 
     @property
     def total_seconds(self) -> float:
@@ -312,7 +313,7 @@ class BatchJob:
         self.registry.publish(gen, lambda: faults.checkpoint(s, "switching"))
         held.check("retire and collect garbage")
         summary.retired = [g.gen for g in self.registry.retire(keep=2)]
-        summary.dropped_collections = self._garbage_collect()
+        summary.dropped_collections, summary.dropped_filter_table = self._garbage_collect()
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
 
@@ -430,13 +431,14 @@ class BatchJob:
             )
         summary.documents_written = {view: len(entries) for view, entries in written.entries.items()}
 
-    def _garbage_collect(self) -> list[str]:
-        """Drop what no retained generation needs (the rules: generations.retention)."""
+    def _garbage_collect(self) -> tuple[list[str], list[str]]:
+        """Drop what no retained generation needs (the rules: generations.retention); returns the
+        collections and the filter table's directories that went."""
         plan = retention.plan(self.registry.all(), self.settings.retire_grace_s, utc.now())
         dropped = self.store.garbage_collect(plan.referenced, plan.protected)
         # The filter table's directories go by the same rules, whether the table is on or not (one
         # turned off leaves nothing behind once its generations are retired).
-        dropped += self.filters.garbage_collect(plan.referenced, plan.protected)
+        directories = self.filters.garbage_collect(plan.referenced, plan.protected)
         # Realtime keys go with their generation: the speed layer stopped counting it when it left
         # the active set, and queries read the served generation and its realtime keys in one
         # Redis transaction, so none sees a half-deleted generation.
@@ -447,4 +449,4 @@ class BatchJob:
             log.info("deleted %d realtime keys of retired generation(s) %s", deleted, sorted(stale))
         for g in plan.expired:
             self.registry.mark_dropped(g)
-        return dropped
+        return dropped, directories

@@ -210,7 +210,7 @@ def test_garbage_collection_deletes_a_retired_generation_after_the_grace_period_
     job.settings = job.settings.model_copy(update={"retire_grace_s": 0.0})
     last: RunSummary = job.run(full=True)  # 6: 4 retired; the grace is over for 2, 3 and 4
     assert generations(platform.filter_table_uri) == [5, 6]
-    assert str(generation_dir(platform.filter_table_uri, 4)) in last.dropped_collections
+    assert str(generation_dir(platform.filter_table_uri, 4)) in last.dropped_filter_table
     gen = served(job)
     assert batch_files(platform.filter_table_uri, gen.day_map[filter_table.NAME])
 
