@@ -8,6 +8,7 @@ from typing import Any
 
 from generations.model import Generation
 from stores.base import BatchViewWriter
+from views import filter_table
 
 COMPARED = ("pv", "uv", "h_pv", "h_uv")
 """Exact values; sketches are compared through these (their bytes depend on insertion order)."""
@@ -35,6 +36,7 @@ def diff_generations(
             sample_size,
         )
         for view in sorted(set(a.day_map) | set(b.day_map))
+        if view != filter_table.NAME  # Parquet files, not documents (stores.parquet.filter_table)
     ]
 
 

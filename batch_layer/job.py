@@ -15,6 +15,11 @@ is recomputed in full even by an incremental run: its stored documents were made
 Every view is computed by the one shared pass (views.shared_pass) over the days the run needs:
 one shuffle however many views there are, and one Spark job writes every view's documents straight
 from it (each view to its own collection); the day rankings follow from what that job wrote.
+
+The filter table (views.filter_table, docs/filters.md) is declared like a view: a fingerprint, a
+day map entry ``filters``, days planned by :func:`plan_days`. Its rows come from the same shuffled
+events as the views (no shuffle of its own), kept between the two writes (:func:`_write_all`), and
+go to Parquet (stores.parquet.filter_table) unless ``settings.filter_table`` is off.
 """
 
 from __future__ import annotations
@@ -41,18 +46,21 @@ from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
 from stack.waiting import wait_for_services
-from stores.base import BatchViewWriter
+from stores.base import BatchViewWriter, FilterTableWriter
 from stores.mongo.client import connect
 from stores.mongo.codec import collection_name
 from stores.mongo.lease import MongoLeaseStore
 from stores.mongo.manifest import MongoManifest
 from stores.mongo.writer import MongoBatchWriter
+from stores.parquet.filter_table import ParquetFilterTableWriter
 from stores.redis import client as redis_client
 from stores.redis.teardown import drop_generations, realtime_generations
-from views import all_views, compute, describe, fingerprint, input_columns
+from views import all_views, describe, filter_table, fingerprint, input_columns, shared_pass
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from views import View
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +88,13 @@ class RunSummary:
     retention: dict[str, Any] = field(default_factory=dict)
     """How close the unabsorbed records were to the topic's retention at the start
     (batch_layer.log_retention)."""
+    filter_table: dict[str, Any] = field(default_factory=dict)
+    """The filter table's days recomputed, the files and bytes this run wrote of it, and the
+    seconds of its write (part of ``seconds["views"]``); empty when it wrote none."""
     retired: list[int] = field(default_factory=list)
     dropped_collections: list[str] = field(default_factory=list)
+    dropped_filter_table: list[str] = field(default_factory=list)
+    """The filter table's generation directories garbage collection deleted."""
 
     @property
     def total_seconds(self) -> float:
@@ -110,7 +123,8 @@ def plan_days(
     all_days: list[str],
 ) -> dict[str, list[str]]:
     """Which days each view (name -> fingerprint) must recompute in this run: the new days, or
-    every day for a view the served generation lacks or computed with other code."""
+    every day for a view the served generation lacks or computed with other code. The filter
+    table (views.filter_table.NAME) is planned the same way."""
     if full or served is None:
         return {name: list(all_days) for name in fingerprints}
     new_days = sorted({d for s in segments if s.gen > served.gen for d in s.days})
@@ -119,6 +133,49 @@ def plan_days(
         changed = served.fingerprints.get(name) != fp or name not in served.day_map
         plan[name] = list(all_days) if changed else new_days
     return plan
+
+
+MOVED_STORAGE: str | None = "MEMORY_AND_DISK_DESER"
+"""How the events moved by visitor are kept between the views' write and the filter table's (a
+pyspark.StorageLevel name; None: not kept, the second write runs the shuffle again). docs/filters.md
+has the measured choice."""
+
+
+def kept(moved: DataFrame, storage: str) -> DataFrame:
+    """``moved`` persisted at ``storage`` (a StorageLevel name) and filled now, by an action of
+    its own, before anything is planned over it.
+
+    Planned over a cache not yet filled, a query sees no partitioning (the cached plan is adaptive
+    and not final): the views' pass would move every event again, by site for the visits and by
+    visitor for the counts, and the table's aggregation would get an exchange. Once filled, the
+    cache scan reports the shuffle's hash partitioning by visitor and neither does."""
+    from pyspark import StorageLevel
+
+    persisted = moved.persist(getattr(StorageLevel, storage))
+    persisted.count()
+    return persisted
+
+
+def _on_days(moved: DataFrame, days: list[str], all_days: list[str]) -> DataFrame:
+    """``moved`` restricted to ``days`` (all of them when they are every day read): a filter,
+    which keeps the partitioning, so what follows needs no exchange either."""
+    from datetime import date
+
+    from pyspark.sql import functions as F
+
+    if days == all_days:
+        return moved
+    return moved.where(F.col("day").isin([date.fromisoformat(d) for d in days]))
+
+
+def table_rows(moved: DataFrame, dimensions: list[View], days: list[str], all_days: list[str]) -> DataFrame:
+    """The filter table's rows of ``days`` from the events moved by visitor (keyed over
+    ``dimensions``, read for ``all_days``), grouped with ``visitor_id`` too (the same groups: the
+    visitor column is its hash) so that the moved events' partitioning satisfies the grouping and
+    the aggregation adds no exchange."""
+    return filter_table.filter_rows(_on_days(moved, days, all_days), dimensions, by=("visitor_id",)).drop(
+        "visitor_id"
+    )
 
 
 class BatchJob:
@@ -134,6 +191,7 @@ class BatchJob:
         self.lease = BatchLease(MongoLeaseStore(self.db), settings.batch_lease_s)
         self.master = MasterDataset(settings, MongoManifest(self.db))
         self.store: BatchViewWriter = MongoBatchWriter(self.db, settings.mongo_url)
+        self.filters: FilterTableWriter = ParquetFilterTableWriter(settings.filter_table_uri)
 
     def close(self) -> None:
         self.mongo.close()
@@ -155,6 +213,7 @@ class BatchJob:
                 log.error("generation %d failed: %r; the served generation is unchanged", gen.gen, exc)
                 if self.registry.fail(gen, repr(exc)):
                     self.store.drop_generation(gen.gen)
+                    self.filters.drop_generation(gen.gen)
                 raise
 
     def _clean_up_after_crashes(self, held: Held) -> None:
@@ -162,6 +221,7 @@ class BatchJob:
         for stale in self.registry.abandon_stale():
             log.warning("generation %d was abandoned by a crashed run; dropping its partial views", stale.gen)
             self.store.drop_generation(stale.gen)
+            self.filters.drop_generation(stale.gen)
         orphans = self.master.remove_orphans(self.spark)
         if orphans:
             log.warning(
@@ -216,6 +276,8 @@ class BatchJob:
         served = self.registry.served()
         views = all_views()
         fingerprints = {v.name: fingerprint(v) for v in views}
+        if s.filter_table:
+            fingerprints[filter_table.NAME] = filter_table.fingerprint()
         master_days = self.master.days()
         plan = plan_days(fingerprints, full, served, self.master.segments(), master_days)
         days_needed = sorted({d for days in plan.values() for d in days})
@@ -223,17 +285,12 @@ class BatchJob:
         if days_needed:
             events = self.master.read(self.spark, None if days_needed == master_days else days_needed)
             assert events is not None
-            todo = [v for v in views if plan[v.name]]
-            # The one shared pass computes every view at once, and one Spark job writes all their
-            # documents straight from it: nothing is cached or computed twice.
-            rows = compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k)
-            held.check("write the views")
-            self._write_views(gen.gen, rows, {v.name: plan[v.name] for v in todo}, summary)
+            self._write_all(gen.gen, events, views, plan, held, summary)
         summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
-        for view in views:
-            kept = dict(served.day_map.get(view.name, {})) if served is not None and not full else {}
-            kept.update({d: gen.gen for d in plan[view.name]})
-            day_map[view.name] = kept
+        for name in fingerprints:
+            kept = dict(served.day_map.get(name, {})) if served is not None and not full else {}
+            kept.update({d: gen.gen for d in plan[name]})
+            day_map[name] = kept
         summary.seconds["views"] = time.monotonic() - t0
         faults.checkpoint(s, "written")
 
@@ -256,9 +313,81 @@ class BatchJob:
         self.registry.publish(gen, lambda: faults.checkpoint(s, "switching"))
         held.check("retire and collect garbage")
         summary.retired = [g.gen for g in self.registry.retire(keep=2)]
-        summary.dropped_collections = self._garbage_collect()
+        summary.dropped_collections, summary.dropped_filter_table = self._garbage_collect()
         summary.seconds["publish"] = time.monotonic() - t0
         return summary
+
+    def _write_all(
+        self,
+        gen: int,
+        events: DataFrame,
+        views: list[View],
+        plan: dict[str, list[str]],
+        held: Held,
+        summary: RunSummary,
+    ) -> None:
+        """The views' documents and the filter table's files of the days ``plan`` names, from one
+        shuffle of the events by visitor (views.shared_pass).
+
+        The shared pass's stages are composed here: keyed events (every key the views to
+        recompute and the filter table need, the views' first, so that the ``_k<i>`` of view i
+        is the same column for both) moved by visitor, then the views' rows and the table's rows
+        from the same moved events. Two writes are two Spark jobs, and each would run the
+        shuffle again: the moved events are persisted (:data:`MOVED_STORAGE`) for the second and
+        unpersisted after it. The table's grouping includes ``visitor_id`` so that its
+        aggregation is satisfied by the moved events' partitioning: no exchange of its own."""
+        s = self.settings
+        todo = [v for v in views if plan[v.name]]
+        table_days = plan.get(filter_table.NAME, [])
+        if not table_days:
+            # The views alone: one Spark job writes all their documents straight from the pass.
+            rows = shared_pass.compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k)
+            held.check("write the views")
+            self._write_views(gen, rows, {v.name: plan[v.name] for v in todo}, summary)
+            return
+        names = {v.name for v in todo}
+        dimensions: list[View] = [*todo, *[d for d in filter_table.dimensions() if d.name not in names]]
+        needed = events.select(*input_columns(dimensions, self.spark))
+        keyed = shared_pass.keyed_events(needed, dimensions, ())
+        moved = shared_pass.partitioned(keyed, single_partition=False)
+        all_days = sorted({d for days in plan.values() for d in days})
+        storage = MOVED_STORAGE if todo else None  # one write needs nothing kept
+        if storage is not None:
+            with SparkProgress(self.spark, "events moved by visitor"):
+                moved = kept(moved, storage)
+        try:
+            if todo:
+                view_days = sorted({d for v in todo for d in plan[v.name]})
+                rows = shared_pass.aggregate(
+                    shared_pass.count_per_visitor(_on_days(moved, view_days, all_days), todo, ()),
+                    todo,
+                    (),
+                    s.hll_lg_k,
+                )
+                held.check("write the views")
+                self._write_views(gen, rows, {v.name: plan[v.name] for v in todo}, summary)
+            t0 = time.monotonic()
+            table = table_rows(moved, dimensions, table_days, all_days)
+            held.check("write the filter table")
+            with SparkProgress(self.spark, "filter table"):
+                self.filters.write(gen, table)
+        finally:
+            if storage is not None:
+                moved.unpersist()
+        files = self.filters.files(dict.fromkeys(table_days, gen))
+        summary.filter_table = {
+            "days_recomputed": len(table_days),
+            "files": len(files),
+            "bytes": sum(os.path.getsize(f) for f in files),
+            "seconds": round(time.monotonic() - t0, 3),
+        }
+        log.info(
+            "filter table: %d day(s) in %d file(s), %.1f MB, in %.1f s",
+            len(table_days),
+            len(files),
+            summary.filter_table["bytes"] / 1e6,
+            summary.filter_table["seconds"],
+        )
 
     def _write_views(
         self, gen: int, rows: DataFrame, days: dict[str, list[str]], summary: RunSummary
@@ -302,10 +431,14 @@ class BatchJob:
             )
         summary.documents_written = {view: len(entries) for view, entries in written.entries.items()}
 
-    def _garbage_collect(self) -> list[str]:
-        """Drop what no retained generation needs (the rules: generations.retention)."""
+    def _garbage_collect(self) -> tuple[list[str], list[str]]:
+        """Drop what no retained generation needs (the rules: generations.retention); returns the
+        collections and the filter table's directories that went."""
         plan = retention.plan(self.registry.all(), self.settings.retire_grace_s, utc.now())
         dropped = self.store.garbage_collect(plan.referenced, plan.protected)
+        # The filter table's directories go by the same rules, whether the table is on or not (one
+        # turned off leaves nothing behind once its generations are retired).
+        directories = self.filters.garbage_collect(plan.referenced, plan.protected)
         # Realtime keys go with their generation: the speed layer stopped counting it when it left
         # the active set, and queries read the served generation and its realtime keys in one
         # Redis transaction, so none sees a half-deleted generation.
@@ -316,4 +449,4 @@ class BatchJob:
             log.info("deleted %d realtime keys of retired generation(s) %s", deleted, sorted(stale))
         for g in plan.expired:
             self.registry.mark_dropped(g)
-        return dropped
+        return dropped, directories

@@ -23,6 +23,13 @@
 Targets: full recompute >= 80% of the floor's rate, documents written included; incremental <= 5%
 of the full. Absolute rates move from machine to machine; the ratio, measured in the same run, does
 not.
+
+``--filter-table-cost`` measures instead what the filter table (docs/filters.md) adds to a full
+recompute: after the load and the warm-up, full recomputes alternate with the table off and on
+(``--filter-table-repeat`` pairs), and the ratio of their median times is the cost (target <=
+1.15x). ``--moved-storage`` (how the moved events are kept between the two writes, or NONE) and
+``--compression`` try the alternatives in the same run (:func:`filter_table_cost`); the result goes
+to bench/results/batch_filters.json.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from ingest.topics import ensure_topics
 TARGET_EVENTS_PER_S = 400_000
 TARGET_RATIO_TO_FLOOR = 0.8
 TARGET_INCREMENTAL_SHARE = 0.05
+TARGET_FILTER_TABLE_RATIO = 1.15
 
 
 def bench_settings(base: Settings) -> Settings:
@@ -58,6 +66,7 @@ def bench_settings(base: Settings) -> Settings:
             "dlq_topic": "bench.batch.dlq",
             "mongo_db": "bench_batch",
             "master_path": (base.var_dir / "bench" / "master").resolve().as_uri(),
+            "filter_table_path": (base.var_dir / "bench" / "filters").resolve().as_uri(),
             "redis_db": 2,
             "retire_grace_s": 0.0,
         }
@@ -155,6 +164,7 @@ def _reset(settings: Settings, job: Any) -> None:
     job.mongo.drop_database(settings.mongo_db)
     job.redis.flushdb()
     shutil.rmtree(Path(settings.master_uri.removeprefix("file://")), ignore_errors=True)
+    shutil.rmtree(Path(settings.filter_table_uri.removeprefix("file://")), ignore_errors=True)
 
 
 class PeakRss:
@@ -272,6 +282,82 @@ def recomputed_days(job: Any, gen: int) -> tuple[list[str], int]:
     return days, 0 if events is None else int(events.count())
 
 
+def filter_table_cost(
+    job: Any,
+    console: Console,
+    loaded: int,
+    repeat: int,
+    storages: list[str],
+    compressions: list[str],
+) -> dict[str, Any]:
+    """Full recomputes of the same master dataset in the same JVM, alternating the filter table
+    off and on (each variant of ``storages`` x ``compressions`` once per round), ``repeat`` rounds;
+    per variant the median seconds, the ratio to the median without the table, the table's own
+    write seconds and its files and bytes. Alternating spreads the machine's drift over both."""
+    import statistics
+
+    from batch_layer import job as job_module
+    from stores.parquet.filter_table import ParquetFilterTableWriter
+
+    base = job.settings
+    variants = [("off", None, None)] + [(f"on {st} {c}", st, c) for st in storages for c in compressions]
+    times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    table_s: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    last: dict[str, Any] = {}
+    try:
+        for round_ in range(repeat):
+            for name, storage, compression in variants:
+                job.settings = base.model_copy(update={"filter_table": storage is not None})
+                if storage is not None and compression is not None:
+                    job_module.MOVED_STORAGE = None if storage == "NONE" else storage
+                    job.filters = ParquetFilterTableWriter(base.filter_table_uri, compression=compression)
+                t0 = time.monotonic()
+                summary = job.run(full=True)
+                elapsed = time.monotonic() - t0
+                times[name].append(elapsed)
+                table_s[name].append(summary.filter_table.get("seconds", 0.0))
+                last[name] = summary.filter_table
+                console.print(
+                    f"round {round_ + 1}, filter table {name}: {elapsed:.1f} s "
+                    f"({loaded / elapsed:,.0f} events/s)"
+                    + (
+                        f"; the table's write {summary.filter_table['seconds']:.1f} s, "
+                        f"{summary.filter_table['files']} files, {summary.filter_table['bytes'] / 1e6:.1f} MB"
+                        if summary.filter_table
+                        else ""
+                    )
+                )
+    finally:
+        job.settings = base
+        job_module.MOVED_STORAGE = "MEMORY_AND_DISK_DESER"
+        job.filters = ParquetFilterTableWriter(base.filter_table_uri)
+    off = statistics.median(times["off"])
+    out: dict[str, Any] = {
+        "events": loaded,
+        "rounds": repeat,
+        "off_median_seconds": round(off, 2),
+        "variants": {},
+    }
+    for name, _, _ in variants[1:]:
+        on = statistics.median(times[name])
+        ratio = on / off
+        out["variants"][name] = {
+            "median_seconds": round(on, 2),
+            "seconds": [round(t, 2) for t in times[name]],
+            "ratio_to_off": round(ratio, 3),
+            "met_target": ratio <= TARGET_FILTER_TABLE_RATIO,
+            "table_write_median_seconds": round(statistics.median(table_s[name]), 2),
+            **last[name],
+        }
+        console.print(
+            f"filter table {name}: median {on:.1f} s against {off:.1f} s without it = [bold]{ratio:.3f}x[/] "
+            f"(target <= {TARGET_FILTER_TABLE_RATIO}x); {last[name]['files']} files, "
+            f"{last[name]['bytes'] / 1e6:.1f} MB"
+        )
+    out["off_seconds"] = [round(t, 2) for t in times["off"]]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -281,6 +367,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time the plain floor (two shuffles; about 5 more minutes) and take the faster",
     )
+    parser.add_argument(
+        "--filter-table-cost",
+        action="store_true",
+        help="measure the filter table's cost: full recomputes with it off and on, alternating",
+    )
+    parser.add_argument("--filter-table-repeat", type=int, default=3, help="rounds of off/on recomputes")
+    parser.add_argument(
+        "--moved-storage",
+        default="MEMORY_AND_DISK_DESER",
+        help="comma-separated StorageLevel names the moved events are kept with (NONE: not kept)",
+    )
+    parser.add_argument("--compression", default="zstd", help="comma-separated Parquet codecs to try")
     args = parser.parse_args(argv)
     started = time.monotonic()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -297,6 +395,24 @@ def main(argv: list[str] | None = None) -> int:
             load_s = time.monotonic() - started
             warm_s = warm_up(job.spark, job.master, settings.hll_lg_k)
             console.print(f"warm-up: the shared pass over {WARM_UP_DAYS} days in {warm_s:.1f} s")
+            if args.filter_table_cost:
+                cost = filter_table_cost(
+                    job,
+                    console,
+                    loaded,
+                    args.filter_table_repeat,
+                    args.moved_storage.split(","),
+                    args.compression.split(","),
+                )
+                cost["target_ratio"] = TARGET_FILTER_TABLE_RATIO
+                cost["spark"] = {
+                    "master": settings.spark_master,
+                    "driver_memory": settings.spark_driver_memory,
+                    "shuffle_partitions": settings.spark_shuffle_partitions,
+                }
+                cost["bench_seconds"] = round(time.monotonic() - started)
+                console.print(f"-> {write_result('batch_filters', cost)}")
+                return 0
 
             ferretdb_before = ferretdb_cpu_s(settings)
             with PeakRss(job.spark) as rss:

@@ -132,6 +132,16 @@ class Settings(BaseSettings):
         description="Master dataset root: a local path or any Hadoop-compatible URI (default var/master).",
     )
     hll_lg_k: int = Field(12, ge=4, le=21, description="lgConfigK of the HLL sketches (12: ~1.6% std error).")
+    filter_table: bool = Field(
+        True,
+        description="Write the filter table (combined filters, docs/filters.md) with every batch run; "
+        "off leaves the views alone (benchmarks measure the table's cost with it).",
+    )
+    filter_table_path: str | None = Field(
+        None,
+        description="Root of the batch filter table's Parquet files: a local path or a file: URI "
+        "(default var/filters); the API reads them from the same filesystem.",
+    )
     retire_grace_s: float = Field(
         300.0,
         ge=0,
@@ -427,6 +437,10 @@ class Settings(BaseSettings):
     @property
     def master_uri(self) -> str:
         return self.master_path or (self.var_dir / "master").resolve().as_uri()
+
+    @property
+    def filter_table_uri(self) -> str:
+        return self.filter_table_path or (self.var_dir / "filters").resolve().as_uri()
 
     @property
     def speed_checkpoint_uri(self) -> str:

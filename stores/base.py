@@ -10,6 +10,9 @@
 - Batch views (MongoDB: ``stores.mongo``): :class:`BatchViewWriter`, the batch layer's write,
   rankings, read-back and garbage collection of a generation's documents; :class:`BatchReader`,
   the serving layer's reads of published generations and their documents.
+- The filter table (Parquet: ``stores.parquet``): :class:`FilterTableWriter`, the batch layer's
+  write and garbage collection of a generation's rows of views.filter_table; readers list a
+  generation's files with ``stores.parquet.filter_table.batch_files``.
 - Realtime views (Redis: ``stores.redis``): :class:`RealtimeSink`, the speed layer's add/flush,
   flushed inside the transaction that commits the micro-batch (as Quix Streams ties a sink's flush
   to its checkpoint), so the views and the commit land together or not at all;
@@ -341,6 +344,30 @@ class BatchViewWriter(Protocol):
     def garbage_collect(self, referenced: Set[tuple[str, int]], protected_gens: Set[int]) -> list[str]:
         """Delete the batch views no retained generation references (never those of
         ``protected_gens``); returns what went."""
+        ...
+
+
+class FilterTableWriter(Protocol):
+    """The batch layer's side of the filter table (views.filter_table; stores.parquet.filter_table):
+    a generation writes the days it recomputed into its own storage, and garbage collection
+    follows the batch views' rules (generations.retention)."""
+
+    def write(self, gen: int, rows: Any) -> None:
+        """Store the filter table's rows (views.filter_table.filter_rows, a Spark DataFrame) as
+        generation ``gen``'s, each row under its day."""
+        ...
+
+    def files(self, days: Mapping[str, int]) -> list[str]:
+        """The files holding the given days, each day from the generation named for it."""
+        ...
+
+    def drop_generation(self, gen: int) -> None:
+        """Delete what a generation wrote of the table (a failed or abandoned one)."""
+        ...
+
+    def garbage_collect(self, referenced: Set[tuple[str, int]], protected_gens: Set[int]) -> list[str]:
+        """Delete what no retained generation references (``referenced``: (name, generation) of
+        their day maps' entries; never ``protected_gens``); returns what went."""
         ...
 
 

@@ -62,6 +62,7 @@ def isolated_platform(stack: Settings, root: Path, redis_db: int, **overrides: A
             "dlq_topic": f"t.dlq.{unique}",
             "mongo_db": f"t_{unique}",
             "master_path": (root / "master").as_uri(),
+            "filter_table_path": (root / "filters").as_uri(),
             "redis_db": redis_db,
             "retire_grace_s": 0.0,
             "speed_checkpoint_path": (root / "speed-checkpoint").as_uri(),

@@ -61,3 +61,20 @@ def test_a_view_the_served_generation_lacks_is_recomputed_in_full() -> None:
     without_site = served(2, FINGERPRINTS, views=("page",))
     plan = plan_days(FINGERPRINTS, False, without_site, SEGMENTS, ALL_DAYS)
     assert plan == {"page": ["2024-05-31", "2024-06-01"], "site": ALL_DAYS}
+
+
+def test_the_filter_table_is_planned_like_a_view() -> None:
+    """Its days follow its own fingerprint: new days while it is unchanged, every day when its code
+    changed or the served generation was made with the table turned off."""
+    with_table = {**FINGERPRINTS, "filters": "fp-filters"}
+    same = served(2, with_table, views=("page", "site", "filters"))
+    assert plan_days(with_table, False, same, SEGMENTS, ALL_DAYS)["filters"] == ["2024-05-31", "2024-06-01"]
+    changed = served(2, {**with_table, "filters": "fp-filters-old"}, views=("page", "site", "filters"))
+    plan = plan_days(with_table, False, changed, SEGMENTS, ALL_DAYS)
+    assert plan == {
+        "page": ["2024-05-31", "2024-06-01"],
+        "site": ["2024-05-31", "2024-06-01"],
+        "filters": ALL_DAYS,
+    }
+    turned_off_before = served(2, FINGERPRINTS)
+    assert plan_days(with_table, False, turned_off_before, SEGMENTS, ALL_DAYS)["filters"] == ALL_DAYS

@@ -33,6 +33,8 @@ def test_every_field_round_trips_through_the_environment(
         kafka_port=29092,
         mongo_uri=None,
         master_path=(tmp_path / "master").as_uri(),
+        filter_table_path=(tmp_path / "filters").as_uri(),
+        filter_table=False,
         retire_grace_s=0.0,
         spark_conf={"spark.sql.adaptive.enabled": "false", "spark.x": "a b"},
         speed_trigger_s=0.25,
@@ -68,3 +70,12 @@ def test_none_overrides_a_value_the_parent_process_has(clean_env: pytest.MonkeyP
     """A subprocess environment is the parent's plus to_env(): None must win over the parent's."""
     clean_env.setenv("LAMBDA_MONGO_URI", "mongodb://elsewhere:27017/")
     assert read_back(Settings(mongo_uri=None).to_env("mongo_uri"), clean_env).mongo_uri is None
+
+
+def test_the_filter_table_lives_under_var_unless_told(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    settings = Settings(var_dir=tmp_path / "var")
+    assert settings.filter_table and settings.filter_table_uri == (tmp_path / "var" / "filters").as_uri()
+    clean_env.setenv("LAMBDA_FILTER_TABLE_PATH", "/mnt/shared/filters")
+    clean_env.setenv("LAMBDA_FILTER_TABLE", "false")
+    moved = Settings()
+    assert moved.filter_table_uri == "/mnt/shared/filters" and not moved.filter_table
