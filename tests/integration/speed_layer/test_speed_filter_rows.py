@@ -59,10 +59,10 @@ def stored_lists(settings: Settings, gen: int) -> dict[tuple[str, str], list[byt
     r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
     try:
         prefix = keys.generation_prefix(gen) + keys.FILTERS_SUFFIX
-        out = {}
+        out: dict[tuple[str, str], list[bytes]] = {}
         for key in r.scan_iter(match=prefix + "*", count=1000):
             day, site = key.decode().removeprefix(prefix).split("|", 1)
-            out[(site, day)] = list(r.lrange(key, 0, -1))
+            out[(site, day)] = [bytes(blob) for blob in r.lrange(key, 0, -1)]
         return out
     finally:
         r.close()
