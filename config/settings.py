@@ -166,6 +166,14 @@ class Settings(BaseSettings):
             "leaves page views and visitors only (benchmarks measure the cost of visits with it)."
         ),
     )
+    filter_table: bool = Field(
+        True,
+        description=(
+            "Make the filter table (views.filter_table) in both layers: the rows combined filters "
+            "(POST /v2/query) scan, per site, day, hour, dimension values and visitor; off leaves "
+            "the views alone."
+        ),
+    )
     session_gap_s: int = Field(
         1800,
         ge=1,

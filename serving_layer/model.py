@@ -74,6 +74,28 @@ class RealtimeSnapshot:
     None where the store cannot tell (no commit yet, a store without one): nothing may be reused."""
 
 
+@dataclass(frozen=True)
+class FilterRowsSnapshot:
+    """One atomic read of the filter table's realtime rows (stores.redis.filter_rows) of one site
+    and some days: the served pointer, the speed layer's commit, the served generation's counted
+    views and the lists' elements, all as Redis held them at one instant.
+
+    ``blobs`` are the Arrow IPC streams of the lists of the requested days, in the order of the
+    days and, within a day, of the micro-batches (decode them with
+    stores.redis.filter_rows.decode_blobs). ``served`` is None when Redis has no served pointer;
+    then ``views`` is None and ``blobs`` empty. The rows count for the served generation only when
+    ``views`` holds the filter table's mark (views.filter_table.mark) with the fingerprint of the
+    generation's batch part: then they hold every event from its cut up to ``commit.offsets``."""
+
+    served: Served | None
+    commit: SpeedCommit
+    views: frozenset[str] | None
+    blobs: list[bytes]
+    stamp: Hashable | None = None
+    """As RealtimeSnapshot.stamp: the served pointer, the commit record and the views set, raw;
+    equal stamps, equal rows. None without a commit record."""
+
+
 class ServingError(RuntimeError):
     pass
 

@@ -5,8 +5,9 @@ by ``WATCH`` of the generation registry's active set and the commit record. The 
 records, per generation, the views (and their fingerprints) the job counted it with, so the API
 serves a view only where the realtime part counted it from the generation's cut, and the stats
 record (:func:`speed_layer.progress.stats_record`), so its dead-letter totals count a batch once,
-and the current visitors' minutes (speed_layer.current_visitors), so an answer read with the commit
-record counts exactly the events below its offsets.
+and the current visitors' minutes (speed_layer.current_visitors) and the filter table's rows
+(speed_layer.filter_rows), so an answer read with the commit record counts exactly the events below
+its offsets.
 
 Exactly-once: Spark replays an uncommitted batch with the same id and the same offsets after a
 crash. A batch id at or below the committed one is skipped; a batch id that does not follow the
@@ -40,9 +41,10 @@ from tenacity import (
 
 from generations.model import Offsets, SpeedCommit
 from generations.registry import GenerationRegistry
-from speed_layer import current_visitors, visits
+from speed_layer import current_visitors, filter_rows, visits
 from speed_layer.progress import BatchReport, stats_record
 from stores.redis.current_visitors import CurrentVisitorsSink
+from stores.redis.filter_rows import FilterRowsSink
 from stores.redis.handshake import Conflict, RedisSpeedCommits, Unreachable
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,7 @@ class Committer:
             t0 = time.monotonic()
             sink = self.commits.sink()
             minute_rows, rows = current_visitors.split(pending.rows)
+            filters, rows = filter_rows.split(rows)
             view_rows, update = visits.split(rows)
             for row in view_rows:
                 sink.add(row["gen"], row["view"], row)
@@ -164,6 +167,13 @@ class Committer:
                 for minute in minute_rows:
                     minutes.add(minute)
                 minutes.prepare()
+            table = None
+            if filters is not None:
+                t1 = time.monotonic()
+                table = FilterRowsSink()
+                table.add_table(filters)
+                table.prepare()
+                report.phases["filter rows"] = time.monotonic() - t1
             previous = txn.speed_stats()
             counted = {g: self._counted_views(txn.counted_views(g)) for g in active}
             txn.multi()
@@ -172,6 +182,8 @@ class Committer:
                 state.flush(txn.pipeline)
             if minutes is not None:
                 minutes.flush(txn.pipeline)
+            if table is not None:
+                table.flush(txn.pipeline)
             for g, marks in counted.items():
                 txn.record_views(g, marks)
             txn.record_commit(

@@ -20,7 +20,8 @@ One micro-batch, end to end:
    (:class:`~speed_layer.micro_batch.MicroBatch`): duplicates marked in the scan, each counted
    event tagged with every generation whose cut it is at or past, the shared pass of every view
    (:func:`views.compute`, grouped by generation too: one shuffle for all views and generations),
-   the counts and the dead letters gathered as the rows pass. The dead letters go out, then all
+   the counts and the dead letters gathered as the rows pass, and the filter table's rows
+   (:mod:`speed_layer.filter_rows`). The dead letters go out, then all
    writes, the batch id and the end offsets are committed in one Redis transaction
    (:mod:`speed_layer.commit`), which computes the rows again if a generation opened meanwhile.
 """
@@ -42,6 +43,7 @@ from generations.model import Offsets
 from generations.registry import GenerationRegistry
 from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets
+from speed_layer import filter_rows
 from speed_layer.commit import Committer, already_committed, redis_call
 from speed_layer.dedup import ScanDedup
 from speed_layer.micro_batch import DLQ_SOURCE, MicroBatch
@@ -54,7 +56,7 @@ from stores.redis import client as redis_client
 from stores.redis import keys, visit_state
 from stores.redis.current_visitors import CurrentVisitorsSink
 from stores.redis.handshake import RedisSpeedCommits, speed_commit
-from views import all_views, fingerprint, input_columns, sessions
+from views import all_views, filter_table, fingerprint, input_columns, sessions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -81,7 +83,10 @@ class SpeedJob:
         # first generation opened after a restart (the API says "not ready" until then).
         self.views = all_views()
         self.dimensions = list(self.views)
-        self.view_marks = sorted(keys.view_mark(v.name, fingerprint(v)) for v in self.views)
+        self.filter_table = filter_rows.counted(self.dimensions, settings.filter_table)
+        """Whether each micro-batch also makes the filter table's rows (speed_layer.filter_rows)."""
+        marks = [keys.view_mark(v.name, fingerprint(v)) for v in self.views]
+        self.view_marks = sorted([*marks, filter_table.mark()] if self.filter_table else marks)
         self.input_columns = input_columns(self.views, self.spark)
         self.dedup = ScanDedup(self.spark, settings)
         self.last: BatchReport | None = None

@@ -12,7 +12,9 @@ Three jobs, each over what the one before kept in memory (``localCheckpoint``): 
 merged with the visit state (:mod:`speed_layer.visits`); and the shared pass's page views and
 sketches per generation summed with the visits' deltas, collected with the visit state's new
 values, and beside them the current visitors' rows (speed_layer.current_visitors: each event's
-site and page per UTC minute of event time, of every counted record whatever its generation).
+site and page per UTC minute of event time, of every counted record whatever its generation) and,
+with ``filter_table`` on, the filter table's rows per generation (speed_layer.filter_rows), which
+are split out of the collected Arrow table as a table.
 Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is two jobs (the
 keyed events, then the shared pass and the current visitors' rows in one task each). A larger one
 first materialises the marked rows: the jobs that build the broadcast tables of ``once_per_value``
@@ -33,11 +35,11 @@ from contract.codec import reason_field
 from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
 from ingest.producer import dlq_key
-from speed_layer import current_visitors
+from speed_layer import current_visitors, filter_rows
 from speed_layer.dedup import DUPLICATE_COLUMN
 from speed_layer.progress import BatchReport
 from speed_layer.stream import at_or_past
-from speed_layer.visits import Horizon, collected, meta_row, visit_rows
+from speed_layer.visits import Horizon, collected_table, meta_row, visit_rows
 from views import sessions
 from views.shared_pass import assemble, count_events, keyed_events
 
@@ -164,7 +166,13 @@ class MicroBatch:
             minutes = current_visitors.minute_rows(keyed, dims, settings, single)
             if minutes is not None:
                 view_rows = view_rows.unionByName(minutes, allowMissingColumns=True)
-            rows = collected(view_rows)
+            if self.job.filter_table:
+                filters = filter_rows.rows(by_generation(keyed), dims, single)
+                view_rows = view_rows.unionByName(filters, allowMissingColumns=True)
+            table, rows = filter_rows.split_table(view_rows.toArrow())
+            rows = collected_table(rows)
+            if table is not None:
+                rows.append(filter_rows.block(table))
             return rows, observation.get
         finally:
             while self._materialised:
@@ -185,10 +193,8 @@ class MicroBatch:
         """The realtime view rows of the tagged events (page views and sketches, no exact visitor
         count: the sink keeps none), with the visits' deltas and the visit state's rows
         (speed_layer.visits): the shared pass's stages on the keyed events, grouped by generation."""
-        from pyspark.sql import functions as F
-
         settings, dims = self.job.settings, self.job.dimensions
-        by_gen = keyed.select(F.explode(TAGS).alias("gen"), *[c for c in keyed.columns if c != TAGS])
+        by_gen = by_generation(keyed)
         deltas, extra = None, None
         if sessions.counts_visits(dims):
             t0 = time.monotonic()
@@ -216,3 +222,10 @@ class MicroBatch:
         if texts:
             self.job.dlq.flush()
             self.report.phases["dead letters"] = time.monotonic() - t0
+
+
+def by_generation(keyed: DataFrame) -> DataFrame:
+    """The keyed events once per generation they are tagged with (:data:`TAGS`), as ``gen``."""
+    from pyspark.sql import functions as F
+
+    return keyed.select(F.explode(TAGS).alias("gen"), *[c for c in keyed.columns if c != TAGS])

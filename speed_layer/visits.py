@@ -46,6 +46,7 @@ from views import sessions
 from views.dimension import Dimension
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 STATE_VIEW = "#visit-state"
@@ -260,9 +261,13 @@ def collected(rows: DataFrame) -> list[Any]:
     row as a mapping, except the visit state's, which come as one mapping of columns
     (``view`` :data:`STATE_VIEW`; ``key``, ``aux`` and ``end`` lists): a visitor-day each, up to
     one per view of the micro-batch, too many to make a Python row of each."""
+    return collected_table(rows.toArrow())
+
+
+def collected_table(table: pa.Table) -> list[Any]:
+    """:func:`collected` of rows already collected as an Arrow table."""
     import pyarrow.compute as pc
 
-    table = rows.toArrow()
     if "end" not in table.column_names:
         return list(table.to_pylist())
     is_state = pc.fill_null(pc.equal(table.column("view"), STATE_VIEW), False)

@@ -105,6 +105,21 @@ def realtime_pattern(gen: int) -> str:
     return generation_prefix(gen) + "*"
 
 
+# The filter table's realtime rows (views.filter_table, stores.redis.filter_rows): per (generation,
+# UTC day, site) a list of Arrow IPC streams, one per micro-batch that had rows there (RPUSH in the
+# micro-batch's commit). The day comes first so that a key reads like a realtime hash's suffix.
+FILTERS_SUFFIX = "filters:"
+
+
+def filter_suffix(site: str, day: str) -> str:
+    """The rest of a filter-rows list's key after its generation's prefix."""
+    return f"{FILTERS_SUFFIX}{day}|{site}"
+
+
+def filter_rows_key(gen: int, site: str, day: str) -> str:
+    return generation_prefix(gen) + filter_suffix(site, day)
+
+
 # Per generation, the set of views the speed layer has counted it with since its first micro-batch,
 # each as "name@fingerprint" (plus a sentinel, so an emptied set still says "recorded"). A view is
 # served for a generation only when this set names it with the fingerprint of the generation's

@@ -10,6 +10,10 @@ generation's keys from it server-side. So a query is one command and one round t
 generation, with no guess of the generation to check and retry. The function returns the values as
 nested arrays (hiredis parses them in C); this module turns them into the snapshot.
 
+The same library has a second function, ``lambda_filters_*``: the filter table's realtime rows of
+one site and some days (stores.redis.filter_rows), read with the pointer, the commit and the served
+generation's counted views in the same way (:meth:`RedisRealtimeReader.filter_rows_snapshot`).
+
 The function is loaded on first use and again whenever Redis answers that it does not know it (a new
 Redis, one restarted without persistence, ``FUNCTION FLUSH``); its name ends with a hash of the
 script, so workers of two releases sharing a Redis each call their own. It reads keys it did not
@@ -45,7 +49,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
 from config.settings import Settings
-from serving_layer.model import HashRead, RankRead, RealtimeSnapshot, RealtimeUnavailable
+from serving_layer.model import (
+    FilterRowsSnapshot,
+    HashRead,
+    RankRead,
+    RealtimeSnapshot,
+    RealtimeUnavailable,
+)
 from stores.redis import keys
 from stores.redis.stamp import StampConnection, StampUnavailable
 from stores.redis.visit_state import FLAGS_SUFFIX
@@ -169,6 +179,11 @@ class SnapshotFunction:
         version = hashlib.sha1(text.encode()).hexdigest()[:12]
         return cls(f"lambda_snapshot_{version}", text.replace("VERSION", version))
 
+    @property
+    def filters_name(self) -> str:
+        """The library's other function: the filter table's realtime rows (``lambda_filters_*``)."""
+        return self.name.replace("lambda_snapshot_", "lambda_filters_", 1)
+
 
 def snapshot_args(hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> list[EncodableT]:
     """The function's ARGV for these reads (its layout is described in ``snapshot.lua``): each
@@ -248,10 +263,30 @@ class RedisRealtimeReader:
     async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
         return await self._call(self._snapshot(hashes, ranks))
 
-    async def _fcall(self, args: list[EncodableT]) -> list[Any]:
-        """The snapshot function's reply; loads the function first where Redis does not have it
-        (a new Redis, one restarted without persistence, ``FUNCTION FLUSH``)."""
-        name = self.function.name
+    async def filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
+        """The filter table's realtime rows of ``site`` on ``days`` (``YYYY-MM-DD``) for the served
+        generation, with the served pointer, the commit and the generation's counted views, read
+        at one instant by the library's ``lambda_filters_*`` function (serving_layer.model.
+        FilterRowsSnapshot; stores.redis.filter_rows.decode_blobs turns the blobs into rows)."""
+        return await self._call(self._filter_rows_snapshot(site, days))
+
+    async def _filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
+        suffixes = [keys.filter_suffix(site, day) for day in days]
+        args: list[EncodableT] = [keys.REALTIME_PREFIX, keys.VIEWS_SUFFIX, *suffixes]
+        reply = await self._fcall(args, self.function.filters_name)
+        commit = self._commit.get(reply[1])
+        if reply[0] is None:
+            return FilterRowsSnapshot(None, commit, None, [])
+        served = self._served.get(reply[0])
+        blobs = [bytes(blob) for elements in reply[3:] for blob in elements]
+        stamp = None if reply[1] is None else (reply[0], reply[1], frozenset(reply[2]))
+        return FilterRowsSnapshot(served, commit, keys.decode_views(reply[2]), blobs, stamp)
+
+    async def _fcall(self, args: list[EncodableT], name: str | None = None) -> list[Any]:
+        """The reply of the snapshot function (or the library's function ``name``); loads the
+        library first where Redis does not have it (a new Redis, one restarted without
+        persistence, ``FUNCTION FLUSH``)."""
+        name = name or self.function.name
         try:
             reply: list[Any] = await self.client.fcall_ro(name, 2, keys.SERVED, keys.SPEED_COMMIT, *args)
             return reply

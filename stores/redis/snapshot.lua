@@ -54,6 +54,35 @@ local function snapshot(keys, args)
   return reply
 end
 
+-- The filter table's realtime rows of one site and some days (stores.redis.filter_rows), read
+-- the same way: the served pointer, the commit, the served generation's counted views and its
+-- lists at one instant, so the rows are exactly those of the micro-batches the commit names.
+--
+-- KEYS: the served pointer, the speed layer's commit.
+-- ARGV: the realtime prefix, the suffix of the generation's set of counted views, then each
+--   list's key suffix (stores.redis.keys.filter_suffix).
+-- Reply: {served, commit} when nothing is served, else {served, commit, views, list 1's
+--   elements, ...}.
+local function filters(keys, args)
+  local served = redis.call('GET', keys[1])
+  local commit = redis.call('GET', keys[2])
+  if not served then
+    return {false, commit}
+  end
+  local prefix = args[1] .. string.format('%d', cjson.decode(served).gen) .. ':'
+  local reply = {served, commit, redis.call('SMEMBERS', prefix .. args[2])}
+  for i = 3, #args do
+    reply[#reply + 1] = redis.call('LRANGE', prefix .. args[i], 0, -1)
+  end
+  return reply
+end
+
+redis.register_function{
+  function_name = 'lambda_filters_VERSION',
+  callback = filters,
+  flags = {'no-writes', 'no-cluster'},
+}
+
 redis.register_function{
   function_name = 'lambda_snapshot_VERSION',
   callback = snapshot,

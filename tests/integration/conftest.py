@@ -195,9 +195,10 @@ def realtime_documents(settings: Settings, gen: int) -> dict[str, dict[tuple[str
     try:
         for raw_key in r.scan_iter(match=keys.realtime_pattern(gen), count=1000):
             name = raw_key.decode()
-            if "#" in name:
+            suffix = name.removeprefix(keys.generation_prefix(gen))
+            if "#" in name or suffix.startswith(keys.FILTERS_SUFFIX):  # sets, rankings, filter rows
                 continue
-            view, _, rest = name.removeprefix(f"{keys.REALTIME_PREFIX}{gen}:").partition(":")
+            view, _, rest = suffix.partition(":")
             day, _, key = rest.partition("|")
             h = {k.decode(): v for k, v in r.hgetall(raw_key).items()}
             out.setdefault(view, {})[(key, day)] = {

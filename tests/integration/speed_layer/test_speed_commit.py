@@ -299,3 +299,61 @@ def test_redis_flushed_after_the_first_look_is_detected(
     # Found under WATCH, before any write: batch 1 was not counted on top of the hole.
     assert rows.calls == ([] if when == "before the commit" else [{0: {}}])
     assert r.dbsize() == 0
+
+
+class RowsWithFilters(Rows):
+    """:class:`Rows` and, as the job's micro-batch gives them, the filter table's rows of the same
+    events for every generation (speed_layer.filter_rows' block: one Arrow table, ``gen`` beside
+    the table's columns), one row per event."""
+
+    def __call__(self, active: dict[int, Offsets]) -> list[dict[str, Any]]:
+        import datetime
+
+        import pyarrow as pa
+
+        from speed_layer import filter_rows
+        from stores.redis.filter_rows import GEN
+        from views import filter_table
+
+        rows = super().__call__(active)
+        table: list[dict[str, Any]] = []
+        for gen, cut in sorted(active.items()):
+            for e in self.events:
+                if e.offset >= cut.get(e.partition, 0):
+                    values = {name: "(none)" for name in filter_table.DIMENSIONS}
+                    table.append(
+                        {
+                            GEN: gen,
+                            "site": "shop.example.com",
+                            "day": datetime.date.fromisoformat(DAY),
+                            "hour": e.hour,
+                            **values,
+                            "page": e.key,
+                            "visitor": hash(e.visitor) & 0xFFFF,
+                            "pageviews": 1,
+                        }
+                    )
+        schema = filter_table.arrow_schema().insert(0, pa.field(GEN, pa.int32()))
+        return [*rows, filter_rows.block(pa.Table.from_pylist(table, schema=schema))]
+
+
+def test_filter_rows_are_committed_with_the_batch_and_a_replay_adds_none(
+    r: redis.Redis, committer: Committer
+) -> None:
+    from stores.redis.filter_rows import decode_blobs
+
+    events0 = batch(0, 0, ("/a", "v1"), ("/b", "v2"))
+    ends0 = {0: 2}
+    assert committer.commit(0, None, ends0, report(0, events0), RowsWithFilters(events0)) == (2, [0])
+    key = keys.filter_rows_key(0, "shop.example.com", DAY)
+    assert decode_blobs(r.lrange(key, 0, -1)).column("page").to_pylist() == ["/a", "/b"]
+    events1 = batch(0, 2, ("/c", "v1"))
+    ends1 = {0: 3}
+    committer.commit(1, ends0, ends1, report(1, events1), RowsWithFilters(events1))
+    assert r.llen(key) == 2  # one stream per micro-batch
+    assert decode_blobs(r.lrange(key, 0, -1)).column("page").to_pylist() == ["/a", "/b", "/c"]
+
+    before = snapshot(r)
+    replay = RowsWithFilters(events1)
+    assert committer.commit(1, ends0, ends1, report(1, events1), replay) == (0, [])
+    assert replay.calls == [] and snapshot(r) == before

@@ -1,0 +1,91 @@
+"""The filter table's realtime rows (views.filter_table) in the speed layer: each micro-batch's rows
+of its counted events, per active generation whose cut they are at or past, computed in the
+micro-batch's one Spark job beside the view rows and written in its commit
+(stores.redis.filter_rows has the layout).
+
+The rows come from the same keyed events as the views, exploded to one row per generation
+(views.filter_table.filter_rows grouped by ``gen`` too). They travel with the view rows: unioned
+into the collected frame under the marker ``view`` :data:`VIEW`, their columns prefixed with
+:data:`PREFIX` (``day`` is a date here, a string in the view rows), and split out of the collected
+Arrow table without becoming Python rows (:func:`split_table`): a micro-batch has about a row per
+event, and the sink encodes them straight from Arrow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from stores.redis.filter_rows import GEN
+from views import filter_table
+from views.dimension import Dimension
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+VIEW = "#filters"
+"""The ``view`` of the filter rows among a micro-batch's collected rows."""
+PREFIX = "_ft_"
+"""What the filter rows' columns are named with among the collected rows."""
+TABLE = "table"
+"""The field of the block (:func:`split_table`) that holds the rows, an Arrow table."""
+
+
+def counted(dimensions: Sequence[Dimension], on: bool) -> bool:
+    """Whether the job makes the filter rows: ``on`` (settings.filter_table) and every dimension
+    of the table declared; on without them is a configuration error."""
+    if not on:
+        return False
+    names = {d.name for d in dimensions}
+    missing = [name for name in filter_table.DIMENSIONS if name not in names]
+    if missing:
+        raise ValueError(f"filter_table is on but the views {missing} of the filter table are not declared")
+    return True
+
+
+def rows(by_gen: DataFrame, dimensions: Sequence[Dimension], single_partition: bool) -> DataFrame:
+    """The micro-batch's filter rows per generation (``by_gen``: the keyed events exploded to a
+    ``gen`` each), as collected rows: ``view`` :data:`VIEW`, ``gen`` and the prefixed columns.
+    A micro-batch small enough for one task aggregates in it (no exchange)."""
+    from pyspark.sql import functions as F
+
+    events = by_gen.coalesce(1) if single_partition else by_gen
+    table = filter_table.filter_rows(events, dimensions, ["gen"])
+    return table.select(
+        F.lit(VIEW).alias("view"),
+        "gen",
+        *[F.col(c).alias(PREFIX + c) for c in filter_table.COLUMNS],
+    )
+
+
+def split_table(table: pa.Table) -> tuple[pa.Table | None, pa.Table]:
+    """A micro-batch's collected Arrow table: its filter rows (``gen`` and the table's columns;
+    None when it has no filter rows' columns) and the other rows (without those columns)."""
+    import pyarrow.compute as pc
+
+    columns = [PREFIX + c for c in filter_table.COLUMNS]
+    if columns[0] not in table.column_names:
+        return None, table
+    is_filter = pc.fill_null(pc.equal(table.column("view"), VIEW), False)
+    filters = table.filter(is_filter).select([GEN, *columns])
+    filters = filters.rename_columns([GEN, *filter_table.COLUMNS])
+    others = table.filter(pc.invert(is_filter)).drop_columns(columns)
+    return filters, others
+
+
+def block(filters: pa.Table) -> dict[str, Any]:
+    """The filter rows as one of the micro-batch's rows (:func:`split` takes it out again)."""
+    return {"view": VIEW, TABLE: filters}
+
+
+def split(collected: Sequence[Any]) -> tuple[pa.Table | None, list[Any]]:
+    """A micro-batch's rows: its filter rows' table (None without one), and the other rows."""
+    table: pa.Table | None = None
+    others: list[Any] = []
+    for row in collected:
+        if row["view"] == VIEW:
+            table = row[TABLE]
+        else:
+            others.append(row)
+    return table, others

@@ -1,0 +1,148 @@
+"""The filter table's realtime rows (speed_layer.filter_rows) on real Kafka, Redis and FerretDB: the
+rows the reader decodes for the served generation hold exactly the events whose first copy is past
+its cut, per (site, day, hour, every dimension's value): page views summed, visitors distinct; a
+replayed micro-batch adds none."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from batch_layer.job import BatchJob
+from config.settings import Settings
+from contract import encode, site_of
+from speed_layer.job import SpeedJob
+from stores.redis import keys
+from stores.redis.filter_rows import decode_blobs
+from stores.redis.reader import RedisRealtimeReader, connect
+from tests.integration.conftest import produce
+from tests.integration.speed_layer.test_speed_layer import live, served_cut
+from tests.oracle import DIMENSION_KEYS, LogRecord, first_copies, read_log
+from views import filter_table
+from views.registry import get_view
+
+Cell = tuple[Any, ...]
+"""(site, day, hour, value of each of the table's dimensions)."""
+
+
+def oracle(log: Iterable[LogRecord], cut: dict[int, int]) -> dict[Cell, tuple[int, int]]:
+    """Per cell, the page views and distinct visitors of the events whose first copy is at or past
+    ``cut``, each dimension's value its view's key without a per-site key's ``site|``."""
+    per_site = {name: get_view(name).per_site for name in filter_table.DIMENSIONS}
+    cells: dict[Cell, tuple[int, set[str]]] = {}
+    for r in first_copies(log):
+        e = r.event
+        if e is None or r.offset < cut.get(r.partition, 0):
+            continue
+        site = site_of(e.url)
+        values = []
+        for name in filter_table.DIMENSIONS:
+            key = DIMENSION_KEYS[name](e)
+            if per_site[name]:
+                assert key.startswith(f"{site}|"), key
+                key = key[len(site) + 1 :]
+            values.append(key)
+        cell = (site, e.ts.strftime("%Y-%m-%d"), e.ts.hour, *values)
+        pv, visitors = cells.get(cell, (0, set()))
+        visitors.add(e.visitor_id)
+        cells[cell] = (pv + 1, visitors)
+    return {cell: (pv, len(visitors)) for cell, (pv, visitors) in cells.items()}
+
+
+def stored_lists(settings: Settings, gen: int) -> dict[tuple[str, str], list[bytes]]:
+    """(site, day) -> the elements of generation ``gen``'s lists, read straight from Redis."""
+    r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+    try:
+        prefix = keys.generation_prefix(gen) + keys.FILTERS_SUFFIX
+        out: dict[tuple[str, str], list[bytes]] = {}
+        for key in r.scan_iter(match=prefix + "*", count=1000):
+            day, site = key.decode().removeprefix(prefix).split("|", 1)
+            out[(site, day)] = [bytes(blob) for blob in r.lrange(key, 0, -1)]
+        return out
+    finally:
+        r.close()
+
+
+def read_cells(settings: Settings, gen: int, wanted: set[tuple[str, str]]) -> dict[Cell, tuple[int, int]]:
+    """The cells of the rows the reader returns for every site and its days, checking each
+    snapshot names the served generation counted with the filter table."""
+    days_of: dict[str, list[str]] = defaultdict(list)
+    for site, day in sorted(wanted):
+        days_of[site].append(day)
+
+    async def read() -> list[Any]:
+        client = connect(settings)
+        reader = RedisRealtimeReader(client)
+        try:
+            tables = []
+            for site, days in days_of.items():
+                snap = await reader.filter_rows_snapshot(site, days)
+                assert snap.served is not None and snap.served.gen == gen
+                assert snap.views is not None and filter_table.mark() in snap.views
+                table = decode_blobs(snap.blobs)
+                assert set(table.column(filter_table.SITE).to_pylist()) == {site}
+                tables.append(table)
+            return tables
+        finally:
+            await client.aclose()
+
+    cells: dict[Cell, tuple[int, set[int]]] = {}
+    for table in asyncio.run(read()):
+        for row in table.to_pylist():
+            cell = (
+                row["site"],
+                row["day"].isoformat(),
+                row["hour"],
+                *(row[name] for name in filter_table.DIMENSIONS),
+            )
+            pv, visitors = cells.get(cell, (0, set()))
+            visitors.add(row["visitor"])
+            cells[cell] = (pv + row["pageviews"], visitors)
+    return {cell: (pv, len(visitors)) for cell, (pv, visitors) in cells.items()}
+
+
+def forget_last_commit(settings: Settings) -> int:
+    """Remove the checkpoint's record that the last micro-batch completed: the next start runs it
+    again (a crash after the Redis commit and before Spark's). Returns its batch id."""
+    commits = Path(settings.speed_checkpoint_uri.removeprefix("file://")) / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def test_realtime_filter_rows_hold_exactly_the_events_past_the_cut(platform: Settings, spark: Any) -> None:
+    first = produce(platform, live(seed=31, total=2_000))
+    batch = BatchJob(platform, spark)
+    try:
+        gen = batch.run().gen
+    finally:
+        batch.close()
+    produce(platform, live(seed=32, total=2_000))
+    produce(platform, [encode(e) for e in first[:300]])  # re-sends of events the batch part holds
+    # Small micro-batches on the shuffled path first, then the single-task path of small ones.
+    shuffled = {"speed_single_partition_rows": 0, "speed_max_offsets_per_trigger": 1_500}
+    SpeedJob(platform.model_copy(update=shuffled), spark).run(available_now=True)
+    produce(platform, live(seed=33, total=1_500))
+    SpeedJob(platform, spark).run(available_now=True)
+
+    served, cut = served_cut(platform)
+    assert served == gen and cut
+    expected = oracle(read_log(platform.kafka_bootstrap, platform.events_topic), cut)
+    lists = stored_lists(platform, gen)
+    assert set(lists) == {(cell[0], cell[1]) for cell in expected}
+    assert max(len(elements) for elements in lists.values()) >= 3, "one micro-batch each"
+    got = read_cells(platform, gen, set(lists))
+    assert got == expected
+
+    # A micro-batch run again after its commit (Spark lost its own record of it) adds no rows.
+    replayed = forget_last_commit(platform)
+    job = SpeedJob(platform, spark)
+    job.run(available_now=True)
+    assert job.last is not None and job.last.batch_id == replayed and job.last.skipped
+    assert stored_lists(platform, gen) == lists
