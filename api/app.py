@@ -46,7 +46,7 @@ from serving_layer import (
     SeriesQuery,
     TopQuery,
 )
-from serving_layer.filters import Busy, FilterService, ScanTimeout, TooManyRows, sources
+from serving_layer.filters import Busy, FilterService, ScanTimeout, TooManyRows
 from serving_layer.filters.scan import Limits, Scanner
 from serving_layer.model import NotReady
 from stores.mongo.api_keys import MongoApiKeyStore
@@ -127,7 +127,7 @@ def filter_service(settings: Settings, engine: QueryEngine) -> FilterService:
         cost.check(asked, settings.api_max_cost, "date_range", "body")
 
     return FilterService(
-        engine, Scanner(limits), sources.table_root(settings), settings.api_max_top, check_cost=check_cost
+        engine, Scanner(limits), settings.filter_table_uri, settings.api_max_top, check_cost=check_cost
     )
 
 

@@ -134,8 +134,8 @@ class Settings(BaseSettings):
     hll_lg_k: int = Field(12, ge=4, le=21, description="lgConfigK of the HLL sketches (12: ~1.6% std error).")
     filter_table: bool = Field(
         True,
-        description="Write the filter table (combined filters, docs/filters.md) with every batch run; "
-        "off leaves the views alone (benchmarks measure the table's cost with it).",
+        description="Make the filter table (views.filter_table) in both layers, the rows combined "
+        "filters (POST /v2/query) scan; off leaves the views alone (benchmarks measure its cost).",
     )
     filter_table_path: str | None = Field(
         None,
@@ -164,14 +164,6 @@ class Settings(BaseSettings):
         description=(
             "Count visits (visits, bounces, duration, entry and exit pages) in both layers; off "
             "leaves page views and visitors only (benchmarks measure the cost of visits with it)."
-        ),
-    )
-    filter_table: bool = Field(
-        True,
-        description=(
-            "Make the filter table (views.filter_table) in both layers: the rows combined filters "
-            "(POST /v2/query) scan, per site, day, hour, dimension values and visitor; off leaves "
-            "the views alone."
         ),
     )
     session_gap_s: int = Field(

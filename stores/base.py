@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from batch_layer.segment import Segment
     from generations.model import Generation, Offsets, Served
     from generations.state import GenerationState
-    from serving_layer.model import HashRead, RankRead, RealtimeSnapshot
+    from serving_layer.model import FilterRowsSnapshot, HashRead, RankRead, RealtimeSnapshot
 
 DocRef = tuple[int, str, str]
 """(generation holding the document, key, day)."""
@@ -427,6 +427,12 @@ class RealtimeReader(Protocol):
 
     async def speed_stats(self) -> dict[str, object] | None:
         """The speed layer's report of its last micro-batch, if any."""
+        ...
+
+    async def filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
+        """The filter table's realtime rows of ``site`` on ``days`` for the served generation, with
+        the served pointer, the commit and the generation's counted views, seen at one instant
+        (raises RealtimeUnavailable if Redis cannot be read)."""
         ...
 
     async def ping(self) -> None: ...

@@ -23,6 +23,7 @@ from generations.model import Generation
 from serving_layer.model import (
     GENERATION_ZERO,
     BatchUnavailable,
+    FilterRowsSnapshot,
     HashRead,
     RankRead,
     RealtimeSnapshot,
@@ -253,6 +254,9 @@ class MemoryRealtimeStore:
     """generation -> the views (``name@fingerprint``) the speed layer counted it with."""
     visit_flags: dict[int, set[str]] = field(default_factory=dict)
     """generation -> ``{site}|{day}`` whose realtime visits may not be exact."""
+    filter_rows: dict[tuple[int, str, str], list[bytes]] = field(default_factory=dict)
+    """(generation, site, day) -> the filter table's realtime rows, Arrow IPC streams
+    (stores.redis.filter_rows: one per micro-batch)."""
     down: bool = False
 
     def _check(self) -> None:
@@ -280,6 +284,14 @@ class MemoryRealtimeStore:
     async def speed_stats(self) -> dict[str, object] | None:
         self._check()
         return self.stats
+
+    async def filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
+        self._check()
+        if self.served is None:
+            return FilterRowsSnapshot(None, self.commit, None, [])
+        g = self.served.gen
+        blobs = [b for day in days for b in self.filter_rows.get((g, site, day), [])]
+        return FilterRowsSnapshot(self.served, self.commit, self.views.get(g), blobs)
 
     async def ping(self) -> None:
         self._check()

@@ -4,11 +4,11 @@ filter tree over the filter table (views.filter_table), or over today's views wh
 - ``model``: the parsed query (filters, dimensions, metrics, order, page) and its bounds;
 - ``parse``: a request body to that query, or InvalidQuery naming the parameter;
 - ``sql``: the query compiled to DuckDB SQL, every value a bound parameter;
-- ``sources``: where the table's rows are (the batch part's Parquet files, the realtime part's Arrow
-  rows) and their row counts (the cost estimate before a scan);
 - ``scan``: the bounded scan (concurrency, rows, time, memory) off the event loop;
 - ``path``: whether today's views answer a query, and that answer;
-- ``service``: one query's answer from one snapshot, by either path.
+- ``service``: one query's answer from one snapshot, by either path: the batch part's Parquet files
+  and their row counts (the cost estimate before a scan) from stores.parquet.filter_table, the
+  realtime part's Arrow rows from the realtime reader (stores.redis.filter_rows).
 """
 
 from serving_layer.filters.model import FilterQuery, QueryAnswer

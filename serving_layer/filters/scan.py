@@ -1,6 +1,6 @@
 """The filter table's scans, bounded: how many at once, how many rows, how long, how much memory.
 
-- **Rows**: a scan's rows are counted before it runs (serving_layer.filters.sources.rows_of, plus
+- **Rows**: a scan's rows are counted before it runs (stores.parquet.filter_table.rows_for_site, plus
   the realtime rows); above ``LAMBDA_API_FILTER_MAX_ROWS`` the query is refused (:class:`TooManyRows`,
   a 422 naming the limit and the estimate).
 - **At once**: at most ``LAMBDA_API_FILTER_CONCURRENCY`` scans per worker; up to

@@ -18,7 +18,6 @@ from typing import Any
 
 from serving_layer.answers import Coverage, lost_of
 from serving_layer.engine import QueryEngine
-from serving_layer.filters import sources
 from serving_layer.filters.model import PAGEVIEWS, VISIT_METRICS, FilterQuery, QueryAnswer, Row
 from serving_layer.filters.path import CostCheck, answer_from_views, views_plan
 from serving_layer.filters.scan import Scanner
@@ -32,9 +31,9 @@ from serving_layer.model import (
 )
 from serving_layer.readiness import readiness
 from serving_layer.snapshot import REALTIME
+from stores.parquet.filter_table import batch_files, rows_for_site
+from stores.redis.filter_rows import decode_blobs
 from views.filter_table import NAME
-
-NO_REALTIME_ROWS = "the realtime part of the filter table cannot be read by this API"
 
 
 class FilterService:
@@ -44,7 +43,7 @@ class FilterService:
         scanner: Scanner,
         root_uri: str,
         max_top: int,
-        files_of: Callable[[str, dict[str, int]], list[str]] = sources.batch_files,
+        files_of: Callable[[str, dict[str, int]], list[str]] = batch_files,
         check_cost: CostCheck = lambda query: None,
     ) -> None:
         self.engine = engine
@@ -74,7 +73,7 @@ class FilterService:
         holders = gen.day_map.get(NAME, {})
         days = {d: holders[d] for d in q.days if d in holders}
         files = await asyncio.to_thread(self.files_of, self.root_uri, days) if days else []
-        rows = (await asyncio.to_thread(sources.rows_of, files, q.site)) if files else 0
+        rows = (await asyncio.to_thread(rows_for_site, files, q.site)) if files else 0
         rows += 0 if realtime is None else int(realtime.num_rows)
         self.scanner.check_rows(rows)
         scanned = await self.scanner.scan(q, files, realtime)
@@ -98,20 +97,16 @@ class FilterService:
 
     async def _snapshot(self, q: FilterQuery) -> tuple[GenerationInfo, Coverage, Any | None]:
         engine = self.engine
-        read = getattr(engine.realtime, "filter_rows_snapshot", None)
         rt = None
-        if read is None:
-            engine.on_degraded("redis", RealtimeUnavailable(NO_REALTIME_ROWS))
-        else:
-            try:
-                rt = await read(q.site, q.days)
-            except RealtimeUnavailable as exc:
-                engine.on_degraded("redis", exc)
+        try:
+            rt = await engine.realtime.filter_rows_snapshot(q.site, q.days)
+        except RealtimeUnavailable as exc:
+            engine.on_degraded("redis", exc)
         if rt is not None and rt.served is not None:
             gen = await engine.batch.generation(rt.served.gen)
             _check_ready(gen, rt.views)
             coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, (), lost_of(gen))
-            table = await asyncio.to_thread(sources.decode_blobs, list(rt.blobs)) if rt.blobs else None
+            table = await asyncio.to_thread(decode_blobs, list(rt.blobs)) if rt.blobs else None
             return gen, coverage, table
         served = await engine.batch.served_generation()
         if served is None:

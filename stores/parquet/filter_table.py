@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from views import filter_table
@@ -148,3 +149,41 @@ class ParquetFilterTableWriter:
 
     def garbage_collect(self, referenced: Set[tuple[str, int]], protected_gens: Set[int]) -> list[str]:
         return garbage_collect(self.root_uri, referenced, protected_gens)
+
+
+FOOTERS_CACHED = 65_536
+"""Files whose row-group counts a process remembers (a few hundred bytes each)."""
+
+
+def rows_for_site(files: Sequence[str], site: str) -> int:
+    """Rows of ``files`` a scan of ``site`` may read: every row group whose ``site`` statistics do
+    not exclude it."""
+    total = 0
+    for path in files:
+        for low, high, rows in _row_groups(path):
+            if low is None or high is None or low <= site <= high:
+                total += rows
+    return total
+
+
+@lru_cache(maxsize=FOOTERS_CACHED)
+def _row_groups(path: str) -> tuple[tuple[str | None, str | None, int], ...]:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    at = names.index(filter_table.SITE) if filter_table.SITE in names else None
+    groups = []
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        low = high = None
+        if at is not None:
+            stats = rg.column(at).statistics
+            if stats is not None and stats.has_min_max:
+                low, high = _text(stats.min), _text(stats.max)
+        groups.append((low, high, rg.num_rows))
+    return tuple(groups)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
