@@ -11,7 +11,11 @@ with the table on: ``MEMORY USAGE`` of every list (all elements sampled) and the
 streams it holds, against the events counted, and what the same streams would weigh with each
 codec (uncompressed, lz4, zstd).
 
+With ``--stage``: only the micro-batch's last job (:func:`stage`), in this process, without the
+services: the steadier figure of the time the rows add on a machine shared with other work.
+
     python -m bench.filter_rows [--events 200000] [--batch 20000] [--rate 20000] [--repeat 1]
+    python -m bench.filter_rows --stage [--batch 20000] [--repeat 7]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -112,6 +117,71 @@ def summary(reports: list[BatchReport]) -> dict[str, Any]:
     }
 
 
+def stage(batch: int, repeat: int, console: Console) -> dict[str, Any]:
+    """The micro-batch's last job alone, in this process, on ``batch`` generated events keyed once
+    (single-task path, one generation, the shipped views counting page views and visitors): the
+    view rows collected, and the same with the filter rows unioned in, split out and encoded.
+    Alternated ``repeat`` times after a warm-up of both; wall time and CPU time (the JVM's and this
+    process'), medians."""
+    import psutil
+    from pyspark.sql import functions as F
+
+    from bench.views import dataset
+    from bench.visits import without_visits
+    from speed_layer import filter_rows
+    from speed_layer.micro_batch import TAGS, by_generation
+    from speed_layer.visits import collected_table
+    from stores.redis.filter_rows import FilterRowsSink
+    from views import all_views
+    from views.shared_pass import assemble, count_events, keyed_events
+
+    settings = get_settings()
+    spark = spark_session(settings, "bench-filters-stage")
+    jvm = psutil.Process(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))  # type: ignore[union-attr]
+    me = psutil.Process()
+    try:
+        dims = without_visits(all_views())
+        events = dataset(spark, settings.var_dir / "bench" / "filters", batch, console)
+        tagged = events.withColumn(TAGS, F.array(F.lit(0)))
+        keyed = keyed_events(tagged, dims, [TAGS], True).localCheckpoint(eager=True)
+        by_gen = by_generation(keyed)
+
+        def once(with_filters: bool) -> tuple[float, float, int]:
+            cpu0 = sum(jvm.cpu_times()[:2]) + sum(me.cpu_times()[:2])
+            t0 = time.monotonic()
+            rows = assemble(count_events(by_gen, dims, ["gen"], settings.hll_lg_k, True, None), dims, ["gen"])
+            if with_filters:
+                rows = rows.unionByName(filter_rows.rows(by_gen, dims, True), allowMissingColumns=True)
+            table, others = filter_rows.split_table(rows.toArrow())
+            collected_table(others)
+            n = 0
+            if table is not None:
+                sink = FilterRowsSink()
+                sink.add_table(table)
+                sink.prepare()
+                n = table.num_rows
+            wall = time.monotonic() - t0
+            return wall, sum(jvm.cpu_times()[:2]) + sum(me.cpu_times()[:2]) - cpu0, n
+
+        once(False)
+        once(True)
+        runs: dict[str, list[tuple[float, float, int]]] = {"off": [], "on": []}
+        for _ in range(repeat):
+            runs["off"].append(once(False))
+            runs["on"].append(once(True))
+    finally:
+        spark.stop()
+    out: dict[str, Any] = {"events": batch, "repeat": repeat, "filter_rows": runs["on"][0][2]}
+    for label, measured in runs.items():
+        out[label] = {
+            "median_wall_s": statistics.median(m[0] for m in measured),
+            "median_cpu_s": statistics.median(m[1] for m in measured),
+        }
+    out["added_wall_s"] = out["on"]["median_wall_s"] - out["off"]["median_wall_s"]
+    out["added_cpu_s"] = out["on"]["median_cpu_s"] - out["off"]["median_cpu_s"]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,8 +190,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=20_000)
     parser.add_argument("--rate", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--stage", action="store_true", help="only the micro-batch's last job, in this process (no services)"
+    )
     args = parser.parse_args()
     console = Console()
+    if args.stage:
+        result = stage(args.batch, args.repeat, console)
+        console.print(result)
+        write_result("filter_rows_stage", result)
+        return
     base = get_settings()
     with running_stack(base):
         on, off = _settings(base, args.batch, True), _settings(base, args.batch, False)

@@ -167,12 +167,12 @@ class Committer:
                 for minute in minute_rows:
                     minutes.add(minute)
                 minutes.prepare()
-            table = None
+            filter_sink = None
             if filters is not None:
                 t1 = time.monotonic()
-                table = FilterRowsSink()
-                table.add_table(filters)
-                table.prepare()
+                filter_sink = FilterRowsSink()
+                filter_sink.add_table(filters)
+                filter_sink.prepare()
                 report.phases["filter rows"] = time.monotonic() - t1
             previous = txn.speed_stats()
             counted = {g: self._counted_views(txn.counted_views(g)) for g in active}
@@ -182,8 +182,8 @@ class Committer:
                 state.flush(txn.pipeline)
             if minutes is not None:
                 minutes.flush(txn.pipeline)
-            if table is not None:
-                table.flush(txn.pipeline)
+            if filter_sink is not None:
+                filter_sink.flush(txn.pipeline)
             for g, marks in counted.items():
                 txn.record_views(g, marks)
             txn.record_commit(
