@@ -26,7 +26,7 @@ FILE   ?=
 .PHONY: help setup demo up down ps topics generate replay batch recompute batch-loop generations diff-generations \
 	speed speed-start speed-stop speed-status rebuild-realtime cluster-up cluster-down cluster-ps \
 	api api-start api-stop api-key-add api-key-list api-key-revoke test test-unit lint bench bench-figures bench-store bench-render bench-views bench-visits bench-speed \
-	bench-api bench-collect bench-contract bench-soak soak clean-var
+	bench-api bench-filters bench-collect bench-contract bench-soak soak clean-var
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -172,6 +172,9 @@ bench-soak: ## the speed layer for 10 min under traffic, SIGKILLs, a Redis and a
 
 bench-contract: ## what the contract costs each layer: parse seconds per million records, and each layer's throughput with and without it
 	@$(PY) -m bench.contract --compare --layers
+
+bench-filters: ## POST /v2/query on the filter table of 10M events: p50/p95/p99 and CPU per query of a narrow combined filter and a filtered breakdown with visitors, one worker
+	@$(PY) -m bench.filters
 
 bench-collect: ## POST /api/event on one uvicorn worker: requests/s, p50/p99 and CPU/request of tracker page views at several rates (vegeta open loop)
 	@$(PY) -m bench.collect
