@@ -208,6 +208,7 @@ def main() -> int:
         print(f"\n$ {CURL} '{request.url}'")
         print(json.dumps(_shorten(response.json()), indent=2))
     _print_breakdowns(base, two_days_ago, now.isoformat())
+    _print_combined_filters(base)
     print_reports(base, now, HEADERS, CURL)
     print(f"\nThe API keeps serving on {base} (OpenAPI: {base}/docs); `make api-stop` stops it,")
     print("`make speed-stop` the speed layer, `make down` the local stack.")
@@ -215,6 +216,23 @@ def main() -> int:
     print(f"API authentication: {mode_note(settings)}")
     _print_snippet(settings, base)
     return 0
+
+
+def _print_combined_filters(base: str) -> None:
+    """A query of two filters (POST /v2/query): page views and exact visitors of the mobile
+    visitors from Germany, per referrer, over the last 7 days: the batch files and the realtime
+    rows of the filter table, under one generation."""
+    body = {
+        "site_id": "shop.example.com",
+        "date_range": "7d",
+        "metrics": ["visitors", "pageviews"],
+        "dimensions": ["visit:source"],
+        "filters": [["is", "visit:country", ["DE"]], ["is", "visit:device", ["mobile"]]],
+        "pagination": {"limit": 5},
+    }
+    response = httpx.post(f"{base}/v2/query", json=body, headers=HEADERS, timeout=60)
+    print(f"\n$ {CURL} -X POST '{base}/v2/query' -H 'Content-Type: application/json' -d '{json.dumps(body)}'")
+    print(json.dumps(_shorten(response.json(), items=5), indent=2))
 
 
 def _print_snippet(settings: Settings, base: str) -> None:
