@@ -793,3 +793,37 @@ def test_a_click_on_a_value_filters_every_panel_and_the_address_keeps_it(
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == []
     browser.get("about:blank")
+
+
+def test_with_filters_the_panels_show_the_real_endpoints_answers(browser: WebDriver, base: str) -> None:
+    """On the real POST /v2/query (a batch generation and the speed layer's rows past its cut): after
+    two filters by clicking (the top country, then the top device among its visitors), the top
+    numbers are the endpoint's exact answer for the same range and filters."""
+    open_dashboard(browser, base, range="24h", granularity="hour")
+    q = shown_query(browser)
+    country = browser.find_element(
+        By.CSS_SELECTOR, '.breakdown[data-dimension="country"] tbody tr'
+    ).get_attribute("data-value")
+    click_filter(browser, "country", country)
+    device = browser.find_element(
+        By.CSS_SELECTOR, '.breakdown[data-dimension="device"] tbody tr'
+    ).get_attribute("data-value")
+    click_filter(browser, "device", device)
+    end = parse(q["to"]) - timedelta(seconds=1)
+    body = {
+        "site_id": SITE,
+        "date_range": [q["from"].replace("+00:00", "Z"), end.strftime("%Y-%m-%dT%H:%M:%SZ")],
+        "metrics": ["visitors", "pageviews"],
+        "filters": [["is", "country", [country]], ["is", "device", [device]]],
+    }
+    answer = httpx.post(f"{base}/v2/query", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert found["path"] == "filter_table" and found["exact"] == {"visitors": True, "pageviews": True}
+    visitors, pageviews = found["results"][0]["metrics"]
+    assert pageviews > 0
+    assert digits(text_of(browser, "total-pageviews")) == pageviews
+    assert digits(text_of(browser, "total-visitors")) == visitors
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    browser.get("about:blank")
