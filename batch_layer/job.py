@@ -288,9 +288,9 @@ class BatchJob:
             self._write_all(gen.gen, events, views, plan, held, summary)
         summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
         for name in fingerprints:
-            kept = dict(served.day_map.get(name, {})) if served is not None and not full else {}
-            kept.update({d: gen.gen for d in plan[name]})
-            day_map[name] = kept
+            held_days = dict(served.day_map.get(name, {})) if served is not None and not full else {}
+            held_days.update({d: gen.gen for d in plan[name]})
+            day_map[name] = held_days
         summary.seconds["views"] = time.monotonic() - t0
         faults.checkpoint(s, "written")
 
@@ -333,9 +333,10 @@ class BatchJob:
         recompute and the filter table need, the views' first, so that the ``_k<i>`` of view i
         is the same column for both) moved by visitor, then the views' rows and the table's rows
         from the same moved events. Two writes are two Spark jobs, and each would run the
-        shuffle again: the moved events are persisted (:data:`MOVED_STORAGE`) for the second and
-        unpersisted after it. The table's grouping includes ``visitor_id`` so that its
-        aggregation is satisfied by the moved events' partitioning: no exchange of its own."""
+        shuffle again: the moved events are persisted (:data:`MOVED_STORAGE`) and filled first
+        (:func:`kept`), read by both writes, and unpersisted after them. The table's grouping
+        includes ``visitor_id`` so that the moved events' partitioning satisfies its aggregation:
+        no exchange of its own."""
         s = self.settings
         todo = [v for v in views if plan[v.name]]
         table_days = plan.get(filter_table.NAME, [])
