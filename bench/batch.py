@@ -329,7 +329,7 @@ def filter_table_cost(
                 )
     finally:
         job.settings = base
-        job_module.MOVED_STORAGE = "MEMORY_AND_DISK_DESER"
+        job_module.MOVED_STORAGE = "MEMORY_AND_DISK"
         job.filters = ParquetFilterTableWriter(base.filter_table_uri)
     off = statistics.median(times["off"])
     out: dict[str, Any] = {
@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filter-table-repeat", type=int, default=3, help="rounds of off/on recomputes")
     parser.add_argument(
         "--moved-storage",
-        default="MEMORY_AND_DISK_DESER",
+        default="MEMORY_AND_DISK",
         help="comma-separated StorageLevel names the moved events are kept with (NONE: not kept)",
     )
     parser.add_argument("--compression", default="zstd", help="comma-separated Parquet codecs to try")
