@@ -343,11 +343,11 @@ def filter_table_cost(
         ratio = on / off
         out["variants"][name] = {
             "median_seconds": round(on, 2),
-            "seconds": [round(t, 2) for t in times[name]],
+            "run_seconds": [round(t, 2) for t in times[name]],
             "ratio_to_off": round(ratio, 3),
             "met_target": ratio <= TARGET_FILTER_TABLE_RATIO,
             "table_write_median_seconds": round(statistics.median(table_s[name]), 2),
-            **last[name],
+            "table_written": last[name],
         }
         console.print(
             f"filter table {name}: median {on:.1f} s against {off:.1f} s without it = [bold]{ratio:.3f}x[/] "
