@@ -135,25 +135,37 @@ def plan_days(
     return plan
 
 
-MOVED_STORAGE: str | None = "MEMORY_AND_DISK_DESER"
-"""How the events moved by visitor are kept between the views' write and the filter table's (a
-pyspark.StorageLevel name; None: not kept, the second write runs the shuffle again). docs/filters.md
-has the measured choice."""
+MOVED_STORAGE: str | None = "MEMORY_AND_DISK"
+"""How the events moved by visitor are kept for the filter table's write once the views' write has
+computed them (a pyspark.StorageLevel name; None: not kept, the table's write runs the shuffle
+again). docs/filters.md has the measured choice."""
 
 
 def kept(moved: DataFrame, storage: str) -> DataFrame:
-    """``moved`` persisted at ``storage`` (a StorageLevel name) and filled now, by an action of
-    its own, before anything is planned over it.
+    """``moved``, kept at ``storage`` (a StorageLevel name) by the first job that computes it, for
+    the jobs after it: a local checkpoint, not eager, planned without adaptive execution.
 
-    Planned over a cache not yet filled, a query sees no partitioning (the cached plan is adaptive
-    and not final): the views' pass would move every event again, by site for the visits and by
-    visitor for the counts, and the table's aggregation would get an exchange. Once filled, the
-    cache scan reports the shuffle's hash partitioning by visitor and neither does."""
+    Not eager, so nothing runs now: the views' write computes the moved events (its one shuffle)
+    and stores them as it goes, and the filter table's write reads them back. Planned without
+    adaptive execution, so the checkpoint keeps the shuffle's hash partitioning by visitor (an
+    adaptive plan reports none before it has run): the queries over it group by visitor with no
+    exchange of their own. A ``persist()`` would have the same problem until it is filled, and
+    filling it first is one more job over every event (docs/filters.md has both measured)."""
     from pyspark import StorageLevel
 
-    persisted = moved.persist(getattr(StorageLevel, storage))
-    persisted.count()
-    return persisted
+    spark = moved.sparkSession
+    adaptive = str(spark.conf.get("spark.sql.adaptive.enabled"))
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        # A new Dataset (select): one planned before keeps its adaptive plan.
+        return moved.select("*").localCheckpoint(eager=False, storageLevel=getattr(StorageLevel, storage))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+
+
+def released(checkpoint: DataFrame) -> None:
+    """Drop the blocks of a DataFrame :func:`kept` made."""
+    checkpoint._jdf.queryExecution().logical().rdd().unpersist(False)
 
 
 def _on_days(moved: DataFrame, days: list[str], all_days: list[str]) -> DataFrame:
@@ -288,9 +300,9 @@ class BatchJob:
             self._write_all(gen.gen, events, views, plan, held, summary)
         summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
         for name in fingerprints:
-            kept = dict(served.day_map.get(name, {})) if served is not None and not full else {}
-            kept.update({d: gen.gen for d in plan[name]})
-            day_map[name] = kept
+            held_days = dict(served.day_map.get(name, {})) if served is not None and not full else {}
+            held_days.update({d: gen.gen for d in plan[name]})
+            day_map[name] = held_days
         summary.seconds["views"] = time.monotonic() - t0
         faults.checkpoint(s, "written")
 
@@ -333,9 +345,10 @@ class BatchJob:
         recompute and the filter table need, the views' first, so that the ``_k<i>`` of view i
         is the same column for both) moved by visitor, then the views' rows and the table's rows
         from the same moved events. Two writes are two Spark jobs, and each would run the
-        shuffle again: the moved events are persisted (:data:`MOVED_STORAGE`) for the second and
-        unpersisted after it. The table's grouping includes ``visitor_id`` so that its
-        aggregation is satisfied by the moved events' partitioning: no exchange of its own."""
+        shuffle again: the moved events are kept (:func:`kept`, :data:`MOVED_STORAGE`) by the
+        views' write, which computes them, for the table's, and released after. The table's grouping
+        includes ``visitor_id`` so that the moved events' partitioning satisfies its aggregation:
+        no exchange of its own."""
         s = self.settings
         todo = [v for v in views if plan[v.name]]
         table_days = plan.get(filter_table.NAME, [])
@@ -353,8 +366,7 @@ class BatchJob:
         all_days = sorted({d for days in plan.values() for d in days})
         storage = MOVED_STORAGE if todo else None  # one write needs nothing kept
         if storage is not None:
-            with SparkProgress(self.spark, "events moved by visitor"):
-                moved = kept(moved, storage)
+            moved = kept(moved, storage)
         try:
             if todo:
                 view_days = sorted({d for v in todo for d in plan[v.name]})
@@ -373,7 +385,7 @@ class BatchJob:
                 self.filters.write(gen, table)
         finally:
             if storage is not None:
-                moved.unpersist()
+                released(moved)
         files = self.filters.files(dict.fromkeys(table_days, gen))
         summary.filter_table = {
             "days_recomputed": len(table_days),

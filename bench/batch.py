@@ -329,7 +329,7 @@ def filter_table_cost(
                 )
     finally:
         job.settings = base
-        job_module.MOVED_STORAGE = "MEMORY_AND_DISK_DESER"
+        job_module.MOVED_STORAGE = "MEMORY_AND_DISK"
         job.filters = ParquetFilterTableWriter(base.filter_table_uri)
     off = statistics.median(times["off"])
     out: dict[str, Any] = {
@@ -343,11 +343,11 @@ def filter_table_cost(
         ratio = on / off
         out["variants"][name] = {
             "median_seconds": round(on, 2),
-            "seconds": [round(t, 2) for t in times[name]],
+            "run_seconds": [round(t, 2) for t in times[name]],
             "ratio_to_off": round(ratio, 3),
             "met_target": ratio <= TARGET_FILTER_TABLE_RATIO,
             "table_write_median_seconds": round(statistics.median(table_s[name]), 2),
-            **last[name],
+            "table_written": last[name],
         }
         console.print(
             f"filter table {name}: median {on:.1f} s against {off:.1f} s without it = [bold]{ratio:.3f}x[/] "
@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filter-table-repeat", type=int, default=3, help="rounds of off/on recomputes")
     parser.add_argument(
         "--moved-storage",
-        default="MEMORY_AND_DISK_DESER",
+        default="MEMORY_AND_DISK",
         help="comma-separated StorageLevel names the moved events are kept with (NONE: not kept)",
     )
     parser.add_argument("--compression", default="zstd", help="comma-separated Parquet codecs to try")

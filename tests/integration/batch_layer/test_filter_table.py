@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from batch_layer.job import BatchJob, RunSummary, kept, table_rows
+from batch_layer.job import BatchJob, RunSummary, kept, released, table_rows
 from config.settings import Settings
 from contract import PageView, site_of
 from generations.model import Generation
@@ -238,11 +238,12 @@ def test_the_table_adds_no_exchange_to_the_shared_pass(platform: Settings, job: 
 
     assert ("hashpartitioning", "visitor_id") in exchanges(rows)
     assert len(exchanges(rows)) == len(exchanges(moved))
-    persisted = kept(moved, "MEMORY_AND_DISK_DESER")
+    persisted = kept(moved, "MEMORY_AND_DISK")
     try:
         assert exchanges(table_rows(persisted, views, days, days)) == []
         view_rows = shared_pass.aggregate(shared_pass.count_per_visitor(persisted, views, ()), views, (), 12)
         # The aggregation's own exchanges of per-visitor counts, by view; no event moves again.
         assert {c for _, c in exchanges(view_rows)} == {"v"}
+        assert persisted.count() == moved.count()
     finally:
-        persisted.unpersist()
+        released(persisted)
