@@ -53,7 +53,7 @@ from serving_layer.readiness import per_site, readiness
 from serving_layer.snapshot import Snapshot, Snapshots
 from serving_layer.tiling import Tile, buckets, ceil_day, days_covering, floor_day, tile
 from stores.base import PV, SKETCH, VISIT_FIELDS, BatchReader, DocRef, RealtimeReader
-from views import all_views, describe
+from views import all_views, describe, filter_table
 from views.scopes import scope_of
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,9 @@ class QueryEngine:
         described = {v.name: describe(v) for v in all_views()}
         described.update(snap.gen.views)
         for mark in snap.views or ():
-            described.setdefault(mark.split("@", 1)[0], {"description": "", "per_site": False})
+            name = mark.split("@", 1)[0]
+            if name != filter_table.NAME:  # the filter table is counted like a view, not one
+                described.setdefault(name, {"description": "", "per_site": False})
         self._described.update(described)
         return snap.gen, described, {v: readiness(v, snap.gen, snap.views) for v in described}
 

@@ -62,3 +62,6 @@ def test_combined_filters_answer_the_recount_across_the_cut(platform: Settings, 
             },
         )
         assert bad.status_code == 422 and "filters" in bad.text
+        # The table is counted by both layers like a view, but is not one.
+        listed = {d["name"] for d in api.get("/v1/dimensions").json()["dimensions"]}
+        assert "filters" not in listed and {"page", "country", "channel"} <= listed
