@@ -21,7 +21,6 @@ The API's own CPU time over the measured requests (psutil) gives the CPU per que
 from __future__ import annotations
 
 import argparse
-import contextlib
 import random
 import subprocess
 import time
@@ -33,11 +32,11 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
+from bench.api import _cpu_seconds, _served
 from bench.batch import bench_settings, ensure_loaded
 from bench.common import percentiles, running_stack, start_api, write_result
 from config.settings import Settings, get_settings
 from generations.model import Generation
-from generations.registry import GenerationRegistry
 from ingest.topics import ensure_topics
 from views import filter_table
 
@@ -46,19 +45,6 @@ REALTIME_EVENTS = 72_000
 """Realtime rows seeded for today: an hour at 20 events/s (the realtime part every answer scans)."""
 TARGETS_MS = {"narrow": 150.0, "breakdown": 600.0}
 """The p95 each query must stay under."""
-
-
-def _served(settings: Settings) -> Generation | None:
-    import redis
-    from pymongo import MongoClient
-
-    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
-    r = redis.Redis.from_url(settings.redis_url)
-    try:
-        return GenerationRegistry(client[settings.mongo_db], r, lambda: {}).served()
-    finally:
-        client.close()
-        r.close()
 
 
 def _ensure_table(settings: Settings, console: Console, events: int) -> tuple[Generation, float | None]:
@@ -117,15 +103,6 @@ def _seed_realtime(settings: Settings, gen: int, site: str, values: dict[str, li
         return sum(int(r.memory_usage(k) or 0) for k in r.scan_iter(f"lambda:rt:{gen}:filters:*"))
     finally:
         r.close()
-
-
-def _cpu_seconds(api: psutil.Process) -> float:
-    total = 0.0
-    for process in (api, *api.children(recursive=True)):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            times = process.cpu_times()
-            total += times.user + times.system
-    return total
 
 
 def _measure(

@@ -19,13 +19,22 @@
 -- Reply: {served, commit} when nothing is served (nil where a key is missing), else
 --   {served, commit, views, flags, hash 1 values, ..., ranking 1 (member, score, ...), ...}.
 
-local function snapshot(keys, args)
+-- The served pointer and the commit (KEYS 1 and 2), and the served generation's key prefix (ARGV 1
+-- followed by the generation and ':'); no prefix when nothing is served.
+local function served_generation(keys, args)
   local served = redis.call('GET', keys[1])
   local commit = redis.call('GET', keys[2])
   if not served then
+    return served, commit, nil
+  end
+  return served, commit, args[1] .. string.format('%d', cjson.decode(served).gen) .. ':'
+end
+
+local function snapshot(keys, args)
+  local served, commit, prefix = served_generation(keys, args)
+  if not prefix then
     return {false, commit}
   end
-  local prefix = args[1] .. string.format('%d', cjson.decode(served).gen) .. ':'
   local reply = {
     served,
     commit,
@@ -64,12 +73,10 @@ end
 -- Reply: {served, commit} when nothing is served, else {served, commit, views, list 1's
 --   elements, ...}.
 local function filters(keys, args)
-  local served = redis.call('GET', keys[1])
-  local commit = redis.call('GET', keys[2])
-  if not served then
+  local served, commit, prefix = served_generation(keys, args)
+  if not prefix then
     return {false, commit}
   end
-  local prefix = args[1] .. string.format('%d', cjson.decode(served).gen) .. ':'
   local reply = {served, commit, redis.call('SMEMBERS', prefix .. args[2])}
   for i = 3, #args do
     reply[#reply + 1] = redis.call('LRANGE', prefix .. args[i], 0, -1)
