@@ -217,11 +217,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _top_site(client: httpx.Client, week: list[str]) -> str:
-    answer = client.get(
-        "/v1/breakdown", params={"view": "site", "start": week[0], "end": week[1], "limit": 1}
-    )
+    """The site with the most page views in the week."""
+    params = {"dimension": "site", "from": f"{week[0]}T00:00:00Z", "to": f"{week[1]}T00:00:00Z", "limit": 1}
+    answer = client.get("/v1/breakdown", params=params)
     answer.raise_for_status()
-    return str(answer.json()["entries"][0]["key"])
+    return str(answer.json()["entries"][0]["value"])
 
 
 def _stop(api: subprocess.Popen[bytes]) -> None:
