@@ -137,12 +137,17 @@ def _top(client: httpx.Client, site: str, dimension: str, date_range: list[str])
         "date_range": date_range,
         "metrics": ["pageviews"],
         "dimensions": [dimension],
-        "filters": [["is_not", dimension, ["(none)"]], ["is_not", "page", [""]]],
+        # two conditions: the filter table's path (a value that is not a URL for the page)
+        "filters": [
+            ["is_not", dimension, ["(none)"]] if dimension != "page" else ["contains", "page", ["/"]],
+            ["is_not", "country", ["--"]],
+        ],
         "order_by": [["pageviews", "desc"]],
         "pagination": {"limit": 1},
     }
     answer = client.post("/v2/query", json=body)
-    answer.raise_for_status()
+    if answer.status_code != 200:
+        raise SystemExit(f"POST /v2/query {body}: {answer.status_code} {answer.text}")
     return str(answer.json()["results"][0]["dimensions"][0])
 
 
