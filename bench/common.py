@@ -146,6 +146,7 @@ def start_api(
         "LAMBDA_REDIS_DB": str(settings.redis_db),
         "LAMBDA_API_PORT": str(port),
         "LAMBDA_VAR_DIR": str(settings.var_dir),
+        "LAMBDA_FILTER_TABLE_PATH": settings.filter_table_uri,
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "api", "--workers", str(workers)],
