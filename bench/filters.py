@@ -148,7 +148,8 @@ def _top(client: httpx.Client, site: str, dimension: str, date_range: list[str])
     answer = client.post("/v2/query", json=body)
     if answer.status_code != 200:
         raise SystemExit(f"POST /v2/query {body}: {answer.status_code} {answer.text}")
-    return str(answer.json()["results"][0]["dimensions"][0])
+    results = answer.json()["results"]
+    return str(results[0]["dimensions"][0]) if results else "(none)"  # (a dimension with no value)
 
 
 def main(argv: list[str] | None = None) -> int:
