@@ -37,7 +37,9 @@ DOCUMENTS = ("README.md", "docs/*.md")
 COMMANDS = {
     "api": "make bench-api (python -m bench.api)",
     "batch": "make bench (python -m bench.batch)",
+    "batch_filters": "python -m bench.batch --filter-table-cost --events 500000 --filter-table-repeat 3",
     "contract": "make bench-contract (python -m bench.contract --compare --layers)",
+    "filters": "make bench-filters (python -m bench.filters)",
     "ingest": "make bench (python -m bench.ingest)",
     "render": "make bench (python -m bench.render)",
     "soak": "make bench-soak (python -m bench.soak)",
@@ -421,6 +423,35 @@ TABLES: dict[str, Table] = {
                 "hourly unique visitors of the loaded site, the first read of its hour sketches: "
                 "{api:first_query_of_uncached_keys/unique_visitors_7d_hourly_site_hour_sketches_ms} ms",
                 "<= {api:first_query_of_uncached_keys/target_ms:.0f} ms",
+            ),
+            (
+                "the batch layer's cost with the filter table (`python -m bench.batch --filter-table-cost`): "
+                "full recomputes of {batch_filters:events:,} events, alternating without and with the "
+                "table, {batch_filters:rounds} rounds, medians",
+                "{batch_filters:variants/on MEMORY_AND_DISK zstd/ratio_to_off:.2f}x "
+                "({batch_filters:variants/on MEMORY_AND_DISK zstd/median_seconds} s with, "
+                "{batch_filters:off_median_seconds} s without; the table's own write "
+                "{batch_filters:variants/on MEMORY_AND_DISK zstd/table_write_median_seconds} s)",
+                "<= {batch_filters:target_ratio}x "
+                "({batch_filters:variants/on MEMORY_AND_DISK zstd/met_target:met})",
+            ),
+            (
+                "combined filters (`make bench-filters`, defaults), one worker, {filters:events:,} events "
+                "plus {filters:realtime_rows:,} realtime rows: narrow filter (a page, a country and a "
+                "device over 7 days: three `is`)",
+                "p50 {filters:queries/narrow/p50_ms:.1f} ms, p95 {filters:queries/narrow/p95_ms:.1f} ms, "
+                "p99 {filters:queries/narrow/p99_ms:.1f} ms, {filters:queries/narrow/cpu_ms_per_query:.1f} "
+                "ms CPU per query",
+                "p95 <= {filters:queries/narrow/target_p95_ms:.0f} ms ({filters:queries/narrow/met:met})",
+            ),
+            (
+                "combined filters: visitors and page views per referrer of one country's mobile "
+                "visitors over 30 days (a filtered breakdown with exact visitors)",
+                "p50 {filters:queries/breakdown/p50_ms:.1f} ms, p95 {filters:queries/breakdown/p95_ms:.1f} "
+                "ms, p99 {filters:queries/breakdown/p99_ms:.1f} ms, "
+                "{filters:queries/breakdown/cpu_ms_per_query:.1f} ms CPU per query",
+                "p95 <= {filters:queries/breakdown/target_p95_ms:.0f} ms "
+                "({filters:queries/breakdown/met:met})",
             ),
         ),
     ),
