@@ -224,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _top_site(client: httpx.Client, week: list[str]) -> str:
     """The site with the most page views in the week."""
-    params = {"dimension": "site", "from": f"{week[0]}T00:00:00Z", "to": f"{week[1]}T00:00:00Z", "limit": 1}
+    params: dict[str, str | int] = {
+        "dimension": "site",
+        "from": f"{week[0]}T00:00:00Z",
+        "to": f"{week[1]}T00:00:00Z",
+        "limit": 1,
+    }
     answer = client.get("/v1/breakdown", params=params)
     answer.raise_for_status()
     return str(answer.json()["entries"][0]["value"])
