@@ -115,6 +115,7 @@ WITH_INPUT = {
     "/v1/current-visitors",
     "/v1/events",
     "/api/event",
+    "/v2/query",
 }
 EVERY_PATH = {
     *WITH_INPUT,

@@ -27,7 +27,7 @@ def test_the_page_refers_only_to_served_files_on_this_origin() -> None:
     assert local and local <= set(ASSETS)
     assert set(refs) - {f"dashboard/{x}" for x in local} <= {"data:,", "docs"}
     script = (DASHBOARD_DIR / "dashboard.js").read_text()
-    assert re.findall(r'from "([^"]+)"', script) == ["./vendor/uplot/uPlot.esm.js"]
+    assert re.findall(r'from "([^"]+)"', script) == ["./vendor/uplot/uPlot.esm.js", "./filters.js"]
     assert "://" not in script  # every request is relative to the page
     for asset in ASSETS:
         assert (DASHBOARD_DIR / asset).is_file(), asset
