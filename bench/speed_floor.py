@@ -37,8 +37,10 @@ def view_entries(events: DataFrame) -> DataFrame:
     same work took 1.8x as long (7.0 s against 3.8 s for 500K events, batch mode, same JVM)."""
     from pyspark.sql import functions as F
 
+    from views.shared_pass import with_given
+
     dimensions = all_views()
-    keyed = events.select(
+    keyed = with_given(events, dimensions).select(
         F.to_date("ts").alias("day"),
         F.hour("ts").alias("hour"),
         "visitor_id",
