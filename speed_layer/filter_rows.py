@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from speed_layer.visits import SIGN
 from stores.redis.filter_rows import GEN
 from views import filter_table
 from views.dimension import Dimension
@@ -38,20 +39,32 @@ def counted(dimensions: Sequence[Dimension], on: bool) -> bool:
     if not on:
         return False
     names = {d.name for d in dimensions}
-    missing = [name for name in filter_table.DIMENSIONS if name not in names]
+    missing = [name for name in (*filter_table.DIMENSIONS, *filter_table.VISIT_PAGES) if name not in names]
     if missing:
         raise ValueError(f"filter_table is on but the views {missing} of the filter table are not declared")
     return True
 
 
-def rows(by_gen: DataFrame, dimensions: Sequence[Dimension], single_partition: bool) -> DataFrame:
-    """The micro-batch's filter rows per generation (``by_gen``: the keyed events exploded to a
-    ``gen`` each), as collected rows: ``view`` :data:`VIEW`, ``gen`` and the prefixed columns.
-    A micro-batch small enough for one task aggregates in it (no exchange)."""
+def rows(
+    by_gen: DataFrame,
+    dimensions: Sequence[Dimension],
+    single_partition: bool,
+    visits: DataFrame | None = None,
+) -> DataFrame:
+    """The micro-batch's filter rows per generation, as collected rows: ``view`` :data:`VIEW`,
+    ``gen`` and the prefixed columns. ``by_gen``: the keyed events exploded to a ``gen`` each (the
+    page-view rows); ``visits``: the closing visits per generation with their sign
+    (speed_layer.visits.signed; the visit rows, retractions included: a visit a micro-batch did
+    not change cancels out in the sums). A micro-batch small enough for one task aggregates in it
+    (no exchange)."""
     from pyspark.sql import functions as F
 
-    events = by_gen.coalesce(1) if single_partition else by_gen
-    table = filter_table.filter_rows(events, dimensions, ["gen"])
+    entries = by_gen.select("gen", filter_table.event_entry(dimensions).alias("_e"))
+    if visits is not None:
+        visit = filter_table.visit_entry(dimensions, F.col(SIGN))
+        entries = entries.unionByName(visits.select("gen", visit.alias("_e")))
+    entries = entries.select("gen", "_e.*")
+    table = filter_table.summed(entries.coalesce(1) if single_partition else entries, ["gen"])
     return table.select(
         F.lit(VIEW).alias("view"),
         "gen",

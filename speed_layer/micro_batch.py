@@ -39,7 +39,7 @@ from speed_layer import current_visitors, filter_rows
 from speed_layer.dedup import DUPLICATE_COLUMN
 from speed_layer.progress import BatchReport
 from speed_layer.stream import at_or_past
-from speed_layer.visits import Horizon, collected_table, meta_row, visit_rows
+from speed_layer.visits import Horizon, collected_table, meta_row, signed, visit_rows
 from views import sessions
 from views.shared_pass import assemble, count_events, keyed_events
 
@@ -162,12 +162,13 @@ class MicroBatch:
                 # events: the scan, the contract, the dedup and the keys run once. (A larger
                 # micro-batch's marked rows are materialised already.)
                 keyed = self._materialise(keyed)
-            view_rows = self._view_rows(tagged, keyed, active, single)
+            view_rows, visits = self._view_rows(tagged, keyed, active, single)
             minutes = current_visitors.minute_rows(keyed, dims, settings, single)
             if minutes is not None:
                 view_rows = view_rows.unionByName(minutes, allowMissingColumns=True)
             if self.job.filter_table:
-                filters = filter_rows.rows(by_generation(keyed), dims, single)
+                signed_visits = None if visits is None else signed(visits, sorted(active))
+                filters = filter_rows.rows(by_generation(keyed), dims, single, signed_visits)
                 view_rows = view_rows.unionByName(filters, allowMissingColumns=True)
             table, rows = filter_rows.split_table(view_rows.toArrow())
             rows = collected_table(rows)
@@ -189,13 +190,14 @@ class MicroBatch:
 
     def _view_rows(
         self, tagged: DataFrame, keyed: DataFrame, active: dict[int, Offsets], single: bool
-    ) -> DataFrame:
+    ) -> tuple[DataFrame, DataFrame | None]:
         """The realtime view rows of the tagged events (page views and sketches, no exact visitor
         count: the sink keeps none), with the visits' deltas and the visit state's rows
-        (speed_layer.visits): the shared pass's stages on the keyed events, grouped by generation."""
+        (speed_layer.visits): the shared pass's stages on the keyed events, grouped by generation.
+        And the micro-batch's closing visits of every variant (None without visits)."""
         settings, dims = self.job.settings, self.job.dimensions
         by_gen = by_generation(keyed)
-        deltas, extra = None, None
+        deltas, extra, visits = None, None, None
         if sessions.counts_visits(dims):
             t0 = time.monotonic()
             deltas, extra, visits = visit_rows(
@@ -205,7 +207,7 @@ class MicroBatch:
             self.report.phases["visits"] = self.report.phases.get("visits", 0.0) + time.monotonic() - t0
         levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
         rows = assemble(levels, dims, ["gen"])
-        return rows if extra is None else rows.unionByName(extra, allowMissingColumns=True)
+        return (rows if extra is None else rows.unionByName(extra, allowMissingColumns=True)), visits
 
     def _dead_letter(self, dead: Any) -> None:
         """Send the invalid records (JSON text each, ``dead``: a list or the JVM's sequence)."""

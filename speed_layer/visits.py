@@ -190,10 +190,8 @@ def visit_rows(
     )
 
     every = F.col("variant") == -1
-    gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))
-    sign = F.when(every, F.lit(1)).otherwise(F.lit(-1))
-    deltas = closing.select("day", sessions.VISIT, gen.alias("gen"), sign.alias("_sign")).select(
-        "gen", "day", F.inline(sessions.visit_entries(dimensions, F.col("_sign")))
+    deltas = signed(closing, gens).select(
+        "gen", "day", F.inline(sessions.visit_entries(dimensions, F.col(SIGN)))
     )
 
     visit = F.col(sessions.VISIT)
@@ -230,6 +228,23 @@ def visit_rows(
         )
     )
     return deltas, new_state.unionByName(flags, allowMissingColumns=True), closing
+
+
+SIGN = "_sign"
+"""The column :func:`signed` gives each visit: 1, or -1 for a retraction."""
+
+
+def signed(closing: DataFrame, gens: Sequence[int]) -> DataFrame:
+    """The closing visits of every variant (:func:`visit_rows`' third frame) once per generation
+    they count for, as ``gen``, with :data:`SIGN`: variant -1's (the visits of every view) +1 for
+    every active generation in ``gens``, variant ``g``'s (those of the views below g's cut) -1 for
+    ``g``. Summed, a visit that did not change cancels out."""
+    from pyspark.sql import functions as F
+
+    every = F.col("variant") == -1
+    gen = F.explode(F.when(every, F.array(*[F.lit(g) for g in gens])).otherwise(F.array(F.col("variant"))))
+    sign = F.when(every, F.lit(1)).otherwise(F.lit(-1))
+    return closing.select("*", gen.alias("gen"), sign.alias(SIGN))
 
 
 @dataclass

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from contract import PageView, site_of
 from tests.oracle import DIMENSION_KEYS
+from tests.oracle_visits import sessionise
 from views import filter_table
 
 OPERATORS = ("is", "is_not", "contains", "contains_not", "matches", "matches_not")
@@ -47,7 +48,7 @@ def rows(events: Iterable[PageView]) -> list[Row]:
     return out
 
 
-def matches(tree: Any, row: Row) -> bool:
+def matches(tree: Any, row: Row | VisitRow) -> bool:
     """Whether ``row`` passes one filter (``[op, dimension, values]``) or a tree of them."""
     op = tree[0]
     if op == "and":
@@ -67,7 +68,7 @@ def matches(tree: Any, row: Row) -> bool:
     return hit if not op.endswith("_not") else not hit
 
 
-def dimension_value(row: Row, dimension: str) -> str | int:
+def dimension_value(row: Row | VisitRow, dimension: str) -> str | int:
     if dimension == "time:day":
         return row.day
     if dimension == "time:hour":
@@ -136,10 +137,98 @@ def filter_trees(values: dict[str, list[str]], depth: int = 2) -> st.SearchStrat
     )
 
 
-def values_by_dimension(table: Iterable[Row], site: str) -> dict[str, list[str]]:
+def values_by_dimension(table: Iterable[Row | VisitRow], site: str) -> dict[str, list[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for row in table:
         if row.site == site:
             for d, v in row.values.items():
                 found[d].add(v)
     return {d: sorted(v) for d, v in found.items()}
+
+
+# --- visits: the visit rows, from tests.oracle_visits' reference sessioniser ---------------------------
+VISIT_FIGURES = ("visits", "bounce_rate", "visit_duration", "views_per_visit")
+
+
+@dataclass(frozen=True)
+class VisitRow:
+    """One visit as the filter table's visit rows hold it: its first view's site, day, hour and
+    values, its entry and exit page."""
+
+    site: str
+    day: str
+    hour: int
+    values: dict[str, str]
+    visitor: str
+    views: int
+    duration_ms: int
+    bounced: bool
+
+
+def visit_rows(events: Iterable[PageView]) -> list[VisitRow]:
+    """One row per visit of ``events`` (tests.oracle_visits.sessionise)."""
+    out = []
+    for v in sessionise(events):
+        first = rows([v.first])[0]
+        values = {name: value for name, value in first.values.items() if name != "page"}
+        values["entry_page"] = DIMENSION_KEYS["page"](v.first)
+        values["exit_page"] = DIMENSION_KEYS["page"](v.last)
+        out.append(
+            VisitRow(v.site, v.day, v.hour, values, v.visitor_id, v.pageviews, v.duration_ms, v.bounced)
+        )
+    return out
+
+
+def answer_visits(
+    table: Iterable[Row],
+    visits: Iterable[VisitRow],
+    site: str,
+    days: tuple[str, str],
+    filters: Sequence[Any],
+    dimensions: Sequence[str],
+) -> dict[tuple[str | int, ...], dict[str, int | float | None]]:
+    """(dimension values...) -> every metric (page views, visitors and :data:`VISIT_FIGURES`) of
+    ``site`` in the day range under ``filters``. The visit figures are those of the visits that
+    pass; page views and visitors those of the page views that pass, or, when the query names an
+    entry or exit page (a dimension or a filter), those of the visits (their views, their
+    visitors)."""
+    per_visit = any(_names(f) & {"entry_page", "exit_page"} for f in filters) or bool(
+        {"entry_page", "exit_page"} & set(dimensions)
+    )
+    out: dict[tuple[str | int, ...], dict[str, int | float | None]] = {}
+    if not per_visit:
+        for group, (pageviews, visitors) in answer(table, site, days, filters, dimensions).items():
+            out[group] = {"pageviews": pageviews, "visitors": visitors}
+    sums: dict[tuple[str | int, ...], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    who: dict[tuple[str | int, ...], set[str]] = defaultdict(set)
+    for v in visits:
+        if v.site != site or not days[0] <= v.day <= days[1]:
+            continue
+        if all(matches(f, v) for f in filters):
+            group = tuple(dimension_value(v, d) for d in dimensions)
+            s = sums[group]
+            s[0], s[1], s[2], s[3] = s[0] + 1, s[1] + int(v.bounced), s[2] + v.duration_ms, s[3] + v.views
+            who[group].add(v.visitor)
+    for group, (vi, bo, du, vv) in sums.items():
+        figures = out.setdefault(group, {"pageviews": 0, "visitors": 0})
+        if per_visit:
+            figures.update(pageviews=vv, visitors=len(who[group]))
+        figures.update(
+            visits=vi,
+            bounce_rate=round(100.0 * bo / vi, 2),
+            visit_duration=round(du / vi / 1000.0, 3),
+            views_per_visit=round(vv / vi, 3),
+        )
+    for figures in out.values():
+        figures.setdefault("visits", 0)
+        for name in VISIT_FIGURES[1:]:
+            figures.setdefault(name, None)
+    return out
+
+
+def _names(tree: Any) -> set[str]:
+    if tree[0] in ("and", "or"):
+        return {n for t in tree[1] for n in _names(t)}
+    if tree[0] == "not":
+        return _names(tree[1])
+    return {tree[1]}

@@ -181,6 +181,21 @@ SUMMARY_VALUES = ("s_ts", "s_id", "e_ts", "e_id", "first", "last", "n", "tainted
 lowest and highest Kafka partition its views came from)."""
 
 
+def visit_metrics(v: Column, sign: Column | None = None) -> dict[str, Column]:
+    """The additive metrics (:data:`METRICS`) of one visit ``v`` (a :data:`VISIT` struct), times
+    ``sign``: 1 visit, 1 bounce when it has one view, its duration in integer milliseconds, its
+    page views."""
+    from pyspark.sql import functions as F
+
+    factor = F.lit(1).cast("long") if sign is None else sign.cast("long")
+    return {
+        "vi": factor,
+        "bo": F.when(v["n"] == 1, factor).otherwise(F.lit(0).cast("long")),
+        "du": F.floor((v["e_ts"] - v["s_ts"]) / F.lit(1000)).cast("long") * factor,
+        "vv": v["n"] * factor,
+    }
+
+
 def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:
     """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` (for the
     row that closes it): per visit-counting dimension, at its first view's hour and at the day
@@ -188,14 +203,10 @@ def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -
     from pyspark.sql import functions as F
 
     v = F.col(VISIT)
-    factor = F.lit(1).cast("long") if sign is None else sign.cast("long")
     hour = F.hour(F.timestamp_micros(v["s_ts"]))
     metrics = [
         F.lit(0).cast("long").alias("n"),  # no page view: the shape of the pass's page view entries
-        factor.alias("vi"),
-        F.when(v["n"] == 1, factor).otherwise(F.lit(0).cast("long")).alias("bo"),
-        (F.floor((v["e_ts"] - v["s_ts"]) / F.lit(1000)).cast("long") * factor).alias("du"),
-        (v["n"] * factor).alias("vv"),
+        *[value.alias(name) for name, value in visit_metrics(v, sign).items()],
     ]
     entries = [
         F.struct(F.lit(i).alias("v"), v[group][d.name].alias("key"), level.alias("level"), *metrics)

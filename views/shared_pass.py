@@ -36,7 +36,16 @@ from views.dimension import Dimension, View, site_column
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-STAGES = ("keyed_events", "partitioned", "count_per_visitor", "aggregate", "count_events", "assemble")
+STAGES = (
+    "keyed_events",
+    "partitioned",
+    "count_per_visitor",
+    "with_visits",
+    "count_sessionised",
+    "aggregate",
+    "count_events",
+    "assemble",
+)
 """The stage functions, by name: the fingerprint hashes their live source."""
 
 
@@ -183,7 +192,20 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
             .groupBy(*by, "v", "key", "day", "level", "visitor_id")
             .agg(F.count(F.lit(1)).alias("n"))
         )
-    rows = sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
+    return count_sessionised(with_visits(moved, dimensions, by), dimensions, by)
+
+
+def with_visits(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+    """The events moved by visitor, each with its visit (views.sessions.sessionised, first and last
+    keys of ``dimensions``): window functions clustered by visitor-day, no exchange."""
+    return sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
+
+
+def count_sessionised(rows: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
+    """:func:`count_per_visitor` of events that already have their visits (:func:`with_visits`,
+    over ``dimensions`` or more: the filter table's write reads the same rows)."""
+    from pyspark.sql import functions as F
+
     closes = F.col(f"{sessions.VISIT}.closes")
     wide = wide_level_entries(dimensions)
     entries = F.when(closes, F.concat(wide, sessions.visit_entries(dimensions))).otherwise(wide)

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
 
 from serving_layer.answers import Coverage
-from views.filter_table import DIMENSIONS
+from views.filter_table import DIMENSIONS, VISIT_PAGES
 
 Op = Literal["is", "is_not", "contains", "contains_not", "matches", "matches_not"]
 OPS: tuple[Op, ...] = ("is", "is_not", "contains", "contains_not", "matches", "matches_not")
@@ -31,16 +31,18 @@ ALIASES: dict[str, str] = {
     "visit:utm_source": "utm_source",
     "visit:utm_medium": "utm_medium",
     "visit:utm_campaign": "utm_campaign",
-    **{name: name for name in DIMENSIONS},
+    "visit:entry_page": "entry_page",
+    "visit:exit_page": "exit_page",
+    **{name: name for name in (*DIMENSIONS, *VISIT_PAGES)},
 }
 """Plausible's names of the filter table's dimensions, and the table's own names, to its columns."""
 
 PAGEVIEWS = "pageviews"
 VISITORS = "visitors"
 TABLE_METRICS = (PAGEVIEWS, VISITORS)
-"""What the filter table answers, both exactly."""
+"""What the filter table's page-view rows answer, both exactly."""
 VISIT_METRICS = ("visits", "views_per_visit", "bounce_rate", "visit_duration")
-"""Answered by today's views only (views.sessions): never under combined filters."""
+"""What its visit rows answer (views.sessions: a visit's values are its first view's)."""
 METRICS = (*TABLE_METRICS, *VISIT_METRICS)
 
 MAX_DEPTH = 5
@@ -84,6 +86,17 @@ class Not:
 Filter = Condition | And | Or | Not
 
 
+def filtered_dimensions(f: Filter | None) -> set[str]:
+    """The dimensions the conditions of ``f`` name."""
+    if f is None:
+        return set()
+    if isinstance(f, Condition):
+        return {f.dimension}
+    if isinstance(f, Not):
+        return filtered_dimensions(f.item)
+    return {d for item in f.items for d in filtered_dimensions(item)}
+
+
 @dataclass(frozen=True)
 class FilterQuery:
     site: str
@@ -115,6 +128,18 @@ class FilterQuery:
     def end(self) -> datetime:
         """The instant right after the range (UTC)."""
         return datetime.combine(self.last_day, time(self.last_hour), UTC) + timedelta(hours=1)
+
+    @property
+    def per_visit(self) -> bool:
+        """Whether the query names a visit's entry or exit page (a dimension or a filter): then
+        every figure is the visits' (the page views of those visits, the visitors who made them)."""
+        named = {*self.dimensions, *filtered_dimensions(self.filter)}
+        return any(name in VISIT_PAGES for name in named)
+
+    @property
+    def visits(self) -> bool:
+        """Whether a visit metric is asked or ordered by."""
+        return any(m in VISIT_METRICS for m in (*self.metrics, *(n for n, _ in self.order_by)))
 
     @property
     def days(self) -> list[str]:

@@ -30,15 +30,18 @@ from serving_layer.filters.model import (
     OPS,
     PAGEVIEWS,
     TIME_DIMENSIONS,
+    VISIT_METRICS,
     And,
     Condition,
     Filter,
     FilterQuery,
     Not,
     Or,
+    filtered_dimensions,
 )
 from serving_layer.model import InvalidQuery
 from views.campaigns import page_key
+from views.filter_table import VISIT_PAGES
 
 KEYS = ("site_id", "date_range", "metrics", "dimensions", "filters", "order_by", "pagination", "include")
 PERIODS = ("day", "7d", "30d", "month")
@@ -63,6 +66,7 @@ def parse_query(body: Any, today: date, max_days: int, site_key: Callable[[str],
     items = tuple(_filter(f, 1, counter) for f in raw_filters)
     tree: Filter | None = None if not items else items[0] if len(items) == 1 else And(items)
     order_by = _order_by(body.get("order_by"), metrics, dimensions)
+    _visits_and_pages(metrics, dimensions, tree, order_by)
     limit, offset = _pagination(body.get("pagination"))
     echo = {
         "site_id": site,
@@ -219,9 +223,31 @@ def _filter(raw: Any, depth: int, counter: list[int]) -> Filter:
     bound = MAX_PATTERN_CHARS if op.startswith("matches") else MAX_VALUE_CHARS
     if any(len(v) > bound for v in values):
         raise InvalidQuery("filters", f"a value of {op!r} is longer than {bound} characters")
-    if dimension == "page" and op in ("is", "is_not"):
+    if dimension in ("page", *VISIT_PAGES) and op in ("is", "is_not"):
         values = [_page(v) for v in values]
     return Condition(op, dimension, tuple(values))
+
+
+def _visits_and_pages(
+    metrics: tuple[str, ...],
+    dimensions: tuple[str, ...],
+    tree: Filter | None,
+    order_by: tuple[tuple[str, str], ...],
+) -> None:
+    """A visit is filtered by its first view's values and its entry and exit pages: the table does
+    not keep every page of a visit, so visit figures are never answered per page (Plausible's
+    ``event:page`` with visit metrics). Ask for the entry or the exit page instead."""
+    named = [name for name in (*metrics, *(n for n, _ in order_by)) if name in VISIT_METRICS]
+    pages = {*dimensions, *filtered_dimensions(tree)} & set(VISIT_PAGES)
+    if "page" not in (*dimensions, *filtered_dimensions(tree)) or not (named or pages):
+        return
+    param = "dimensions" if "page" in dimensions else "filters"
+    what = f"the metric {named[0]}" if named else f"the dimension {sorted(pages)[0]}"
+    raise InvalidQuery(
+        param,
+        f"{what} counts visits, which are not kept per page (only their entry and exit pages): "
+        "use visit:entry_page or visit:exit_page instead of event:page",
+    )
 
 
 def _page(raw: str) -> str:

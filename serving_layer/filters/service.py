@@ -16,22 +16,21 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from serving_layer.answers import Coverage, lost_of
+from serving_layer.answers import Coverage, Visits, lost_of
 from serving_layer.engine import QueryEngine
-from serving_layer.filters.model import PAGEVIEWS, VISIT_METRICS, FilterQuery, QueryAnswer, Row
+from serving_layer.filters.model import PAGEVIEWS, VISITORS, FilterQuery, QueryAnswer, Row
 from serving_layer.filters.path import CostCheck, answer_from_views, views_plan
 from serving_layer.filters.scan import Scanner
 from serving_layer.filters.sql import result_columns
 from serving_layer.model import (
     GenerationInfo,
-    InvalidQuery,
     NothingServed,
     NotReady,
     RealtimeUnavailable,
 )
 from serving_layer.readiness import readiness
 from serving_layer.snapshot import REALTIME
-from stores.parquet.filter_table import batch_files, rows_for_site
+from stores.parquet.filter_table import OtherLayout, batch_files, rows_for_site
 from stores.redis.filter_rows import decode_blobs
 from views.filter_table import NAME
 
@@ -58,14 +57,6 @@ class FilterService:
         plan = await views_plan(self.engine, q, self.max_top)
         if plan is not None:
             return await answer_from_views(self.engine, q, plan, self.check_cost)
-        visit_metrics = [m for m in q.metrics if m in VISIT_METRICS]
-        if visit_metrics:
-            raise InvalidQuery(
-                "metrics",
-                f"{', '.join(visit_metrics)} cannot be answered under these filters or dimensions: "
-                "visits are counted by today's views only (no filter, or one `is` filter of one value, "
-                "with at most one dimension); combined filters answer pageviews and visitors",
-            )
         return await self.scan(q)
 
     async def scan(self, q: FilterQuery) -> QueryAnswer:
@@ -73,7 +64,12 @@ class FilterService:
         holders = gen.day_map.get(NAME, {})
         days = {d: holders[d] for d in q.days if d in holders}
         files = await asyncio.to_thread(self.files_of, self.root_uri, days) if days else []
-        rows = (await asyncio.to_thread(rows_for_site, files, q.site)) if files else 0
+        try:
+            rows = (await asyncio.to_thread(rows_for_site, files, q.site)) if files else 0
+        except OtherLayout as exc:
+            raise NotReady(
+                NAME, f"generation {gen.gen}'s filter table {exc}: the next batch run rewrites it"
+            ) from None
         rows += 0 if realtime is None else int(realtime.num_rows)
         self.scanner.check_rows(rows)
         scanned = await self.scanner.scan(q, files, realtime)
@@ -82,14 +78,10 @@ class FilterService:
         for r in scanned.rows:
             figures = dict(zip(names, r[n_dims:], strict=True))
             out.append(
-                Row(
-                    tuple(int(figures[m] or 0) for m in q.metrics),
-                    tuple(str(v) for v in r[:n_dims]),
-                    int(figures.get(PAGEVIEWS) or 0),
-                )
+                Row(metrics_of(q, figures), tuple(str(v) for v in r[:n_dims]), int(figures[PAGEVIEWS] or 0))
             )
         if not q.dimensions and not out and q.offset == 0:
-            out = [Row(tuple(0 for _ in q.metrics), ())]
+            out = [Row(metrics_of(q, dict.fromkeys(names)), ())]
         total = scanned.total if scanned.rows or q.offset == 0 else None
         if not q.dimensions:
             total = 1
@@ -116,6 +108,20 @@ class FilterService:
             served.gen, served.cut, served.started_at, None, True, (REALTIME,), lost_of(served)
         )
         return served, coverage, None
+
+
+def metrics_of(q: FilterQuery, figures: dict[str, Any]) -> tuple[int | float | None, ...]:
+    """A result row's metrics in the query's order from its figures (serving_layer.filters.sql.
+    FIGURES): counts as they are (0 where null), the visit ratios by the views path's arithmetic
+    (None without visits)."""
+    visits = Visits(*(int(figures[f] or 0) for f in ("visits", "bounces", "duration_ms", "views")))
+    out: list[int | float | None] = []
+    for m in q.metrics:
+        if m in (PAGEVIEWS, VISITORS, "visits"):
+            out.append(int(figures[m] or 0))
+        else:
+            out.append(getattr(visits, m))
+    return tuple(out)
 
 
 def _check_ready(gen: GenerationInfo, counted: frozenset[str] | None) -> None:

@@ -155,9 +155,13 @@ FOOTERS_CACHED = 65_536
 """Files whose row-group counts a process remembers (a few hundred bytes each)."""
 
 
+class OtherLayout(Exception):
+    """A file of the table lacks columns this code reads (written by an earlier version)."""
+
+
 def rows_for_site(files: Sequence[str], site: str) -> int:
     """Rows of ``files`` a scan of ``site`` may read: every row group whose ``site`` statistics do
-    not exclude it."""
+    not exclude it. Raises :class:`OtherLayout` for a file without every column of the table."""
     total = 0
     for path in files:
         for low, high, rows in _row_groups(path):
@@ -172,6 +176,9 @@ def _row_groups(path: str) -> tuple[tuple[str | None, str | None, int], ...]:
 
     meta = pq.read_metadata(path)
     names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    missing = [c for c in filter_table.COLUMNS if c != filter_table.DAY and c not in names]
+    if missing:
+        raise OtherLayout(f"has no column {', '.join(missing)}")
     at = names.index(filter_table.SITE) if filter_table.SITE in names else None
     groups = []
     for i in range(meta.num_row_groups):

@@ -52,6 +52,7 @@ def assert_filters_match(
     """``examples`` random filter trees per site of the two busiest, each with a random choice of
     dimensions, answered by the filter table exactly as the recount of ``events`` (first copies:
     tests.oracle.first_copies) says; ``at`` seeds the draw (print it on failure to replay it)."""
+    events = list(events)
     rows = oracle.rows(events)
     days = (min(r.day for r in rows), max(r.day for r in rows))
     sites = [s for s, _ in Counter(r.site for r in rows).most_common(2)]
@@ -63,8 +64,10 @@ def assert_filters_match(
             found: dict[str, Any] = answer.json()
             return found
 
+        visits = oracle.visit_rows(events)
         for site in sites:
             _assert_trees_match(ask, rows, site, days, examples, at)
+            _assert_visit_trees_match(ask, rows, visits, site, days, examples, at)
             _assert_views_agree(ask, rows, site, days, settings.hll_lg_k)
 
 
@@ -124,3 +127,57 @@ def _assert_views_agree(
     for day, (_, exact) in table.items():
         estimate = views[day][1]
         assert abs(estimate - exact) <= max(1.0, error * exact), (page, day, estimate, exact)
+
+
+VISIT_DIMENSION_CHOICES: tuple[tuple[str, ...], ...] = (
+    (),
+    ("country",),
+    ("entry_page",),
+    ("time:hour",),
+    ("channel", "exit_page"),
+    ("referrer", "time:day"),
+)
+ALL_METRICS = ["pageviews", "visitors", *oracle.VISIT_FIGURES]
+
+
+def _assert_visit_trees_match(
+    ask: Any,
+    rows: list[oracle.Row],
+    visits: list[oracle.VisitRow],
+    site: str,
+    days: tuple[str, str],
+    examples: int,
+    at: int,
+) -> None:
+    """``examples`` random filter trees over the visits' values (their first view's, their entry
+    and exit pages) with every metric, against the reference sessioniser's visits."""
+    values = oracle.values_by_dimension(visits, site)
+    trees = st.lists(oracle.filter_trees(values), min_size=1, max_size=2)
+
+    @seed(at)
+    @hypothesis_settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(filters=trees, dimensions=st.sampled_from(VISIT_DIMENSION_CHOICES))
+    def check(filters: list[Any], dimensions: tuple[str, ...]) -> None:
+        body = {
+            "site_id": site,
+            "date_range": list(days),
+            "metrics": ALL_METRICS,
+            "dimensions": list(dimensions),
+            "filters": [*filters, ["is_not", "country", ["--"]]],
+            "pagination": {"limit": 10_000},
+        }
+        found = ask(body)
+        assert found["path"] == "filter_table", found["path"]
+        assert found["exact"] == dict.fromkeys(ALL_METRICS, True), found
+        expected = oracle.answer_visits(rows, visits, site, days, filters, dimensions)
+        if not dimensions and not expected:
+            expected = {(): {**dict.fromkeys(ALL_METRICS, None), "pageviews": 0, "visitors": 0, "visits": 0}}
+        answered = {
+            tuple(r["dimensions"]): dict(zip(ALL_METRICS, r["metrics"], strict=True))
+            for r in found["results"]
+        }
+        assert answered == expected, (at, body)
+
+    check()

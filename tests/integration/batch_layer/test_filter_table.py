@@ -17,6 +17,7 @@ from config.settings import Settings
 from contract import PageView, site_of
 from generations.model import Generation
 from stores.parquet.filter_table import batch_files, generation_dir, generations
+from tests import oracle_filters
 from tests.integration.conftest import produce, traffic
 from tests.oracle import DIMENSION_KEYS, dedup
 from views import all_views, filter_table, get_view, input_columns, shared_pass
@@ -73,7 +74,7 @@ def stored_rows(settings: Settings, gen: Generation) -> list[tuple[Any, ...]]:
             for i in range(table.num_rows)
         ]
         order = [COLUMN_INDEX[c] for c in filter_table.SORT]
-        keys = [tuple(r[i] for i in order) for r in file_rows]
+        keys = [tuple((r[i] is not None, r[i]) for i in order) for r in file_rows]  # Spark: nulls first
         assert keys == sorted(keys), f"{path} is not sorted by {filter_table.SORT}"
         rows += file_rows
     return rows
@@ -85,12 +86,19 @@ COLUMN_INDEX = {c: i for i, c in enumerate(filter_table.COLUMNS)}
 def assert_matches_recount(rows: list[tuple[Any, ...]], events: list[PageView]) -> None:
     """Each (group, visitor) once; per group, the page views and the number of distinct visitor
     hashes equal the recount's page views and distinct visitor ids."""
+    assert_visits_match_recount(rows, events)
     visitor, pageviews = COLUMN_INDEX[filter_table.VISITOR], COLUMN_INDEX[filter_table.PAGEVIEWS]
+    visits = COLUMN_INDEX[filter_table.VISITS]
     pv: Counter[Group] = Counter()
     hashes: dict[Group, set[int]] = defaultdict(set)
     seen: set[tuple[Any, ...]] = set()
     for r in rows:
-        group = r[:visitor]
+        if r[visits] is not None:
+            continue  # a visit row
+        assert all(
+            r[COLUMN_INDEX[c]] is None for c in (*filter_table.VISIT_PAGES, *filter_table.VISIT_COLUMNS)
+        )
+        group = r[: COLUMN_INDEX[filter_table.VISIT_PAGES[0]]]
         assert (group, r[visitor]) not in seen, f"two rows of {group} for one visitor"
         seen.add((group, r[visitor]))
         assert r[pageviews] > 0
@@ -102,6 +110,40 @@ def assert_matches_recount(rows: list[tuple[Any, ...]], events: list[PageView]) 
     for group, (n, ids) in expected.items():
         assert pv[group] == n, group
         assert len(hashes[group]) == len(ids), group
+
+
+def assert_visits_match_recount(rows: list[tuple[Any, ...]], events: list[PageView]) -> None:
+    """The visit rows: per (site, day, hour, first view's values, entry and exit page), the visits,
+    bounces, duration and page views of the reference sessioniser's visits (tests.oracle_visits),
+    and their visitors; every visit row has no page."""
+    at = COLUMN_INDEX
+    names = (*filter_table.DIMENSIONS[1:], *filter_table.VISIT_PAGES)
+    stored: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    hashes: dict[tuple[Any, ...], set[int]] = defaultdict(set)
+    for r in rows:
+        if r[at[filter_table.VISITS]] is None:
+            continue
+        assert r[at["page"]] is None and r[at[filter_table.VISITS]] > 0
+        group = (r[at["site"]], r[at["day"]], r[at["hour"]], *(r[at[n]] for n in names))
+        sums = stored[group]
+        for i, c in enumerate((filter_table.VISITS, filter_table.BOUNCES, filter_table.DURATION_MS)):
+            sums[i] += r[at[c]]
+        sums[3] += r[at[filter_table.PAGEVIEWS]]
+        hashes[group].add(r[at[filter_table.VISITOR]])
+    expected: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    who: dict[tuple[Any, ...], set[str]] = defaultdict(set)
+    for v in oracle_filters.visit_rows(dedup(events)):
+        group = (v.site, v.day, v.hour, *(v.values[n] for n in names))
+        sums = expected[group]
+        sums[0], sums[1], sums[2], sums[3] = (
+            sums[0] + 1,
+            sums[1] + v.bounced,
+            sums[2] + v.duration_ms,
+            sums[3] + v.views,
+        )
+        who[group].add(v.visitor)
+    assert dict(stored) == dict(expected)
+    assert {g: len(h) for g, h in hashes.items()} == {g: len(w) for g, w in who.items()}
 
 
 def served(job: BatchJob) -> Generation:
@@ -225,7 +267,7 @@ def test_the_table_adds_no_exchange_to_the_shared_pass(platform: Settings, job: 
     events = job.master.read(spark)
     views = all_views()
     keyed = shared_pass.keyed_events(events.select(*input_columns(views, spark)), views, ())
-    moved = shared_pass.partitioned(keyed, single_partition=False)
+    moved = shared_pass.with_visits(shared_pass.partitioned(keyed, single_partition=False), views, ())
     days = job.master.days()
     rows = table_rows(moved, views, days[-1:], days).sortWithinPartitions(
         filter_table.DAY, *filter_table.SORT
@@ -241,7 +283,7 @@ def test_the_table_adds_no_exchange_to_the_shared_pass(platform: Settings, job: 
     persisted = kept(moved, "MEMORY_AND_DISK")
     try:
         assert exchanges(table_rows(persisted, views, days, days)) == []
-        view_rows = shared_pass.aggregate(shared_pass.count_per_visitor(persisted, views, ()), views, (), 12)
+        view_rows = shared_pass.aggregate(shared_pass.count_sessionised(persisted, views, ()), views, (), 12)
         # The aggregation's own exchanges of per-visitor counts, by view; no event moves again.
         assert {c for _, c in exchanges(view_rows)} == {"v"}
         assert persisted.count() == moved.count()

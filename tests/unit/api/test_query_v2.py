@@ -145,7 +145,15 @@ def test_no_filter_is_answered_by_todays_views(tmp_path: Any) -> None:
         ({"metrics": ["pageviews", "nope"]}, "metrics"),
         ({"date_range": "1y"}, "date_range"),
         ({"filters": [["is", "visit:browser", ["x"]]]}, "filters"),
-        ({"metrics": ["visitors", "visit_duration"]}, "metrics"),  # a visit metric under combined filters
+        # a visit metric per page: visits are kept by their entry and exit pages only
+        ({"metrics": ["visitors", "visit_duration"], "dimensions": ["event:page"]}, "dimensions"),
+        (
+            {
+                "metrics": ["visits"],
+                "filters": [["is", "event:page", ["/"]], ["is", "visit:country", ["DE"]]],
+            },
+            "filters",
+        ),
         ({"pagination": {"limit": "ten"}}, "pagination"),
     ],
 )

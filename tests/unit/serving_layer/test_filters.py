@@ -29,7 +29,7 @@ from serving_layer.filters.scan import Busy, Limits, Scanner, ScanTimeout, TooMa
 from serving_layer.filters.service import FilterService
 from serving_layer.filters.sql import compile_query
 from serving_layer.model import InvalidQuery, NotReady, RealtimeUnavailable
-from views.filter_table import DIMENSIONS, NAME, arrow_schema
+from views.filter_table import DIMENSIONS, NAME, VISIT_COLUMNS, VISIT_PAGES, arrow_schema
 
 TODAY = date(2026, 11, 26)
 SITE = "shop.example.com"
@@ -155,7 +155,7 @@ def test_every_value_is_a_bound_parameter_and_a_hostile_value_a_literal() -> Non
         [_row(country=EVIL, referrer="x%_y", device="abc"), _row(country=EVIL, referrer="xy", device="abc")]
     )
     result = asyncio.run(Scanner(limits()).scan(q, [], table))
-    assert result.rows == [(1,)]  # the country matched literally, % and _ no wildcards
+    assert [r[0] for r in result.rows] == [1]  # the country matched literally, % and _ no wildcards
 
 
 def test_an_invalid_pattern_is_a_422_of_filters() -> None:
@@ -169,6 +169,7 @@ def test_an_invalid_pattern_is_a_422_of_filters() -> None:
 def _row(**kw: Any) -> dict[str, Any]:
     row: dict[str, Any] = {"site": SITE, "day": DAYS[0], "hour": 0, "visitor": 1, "pageviews": 1}
     row.update({d: "a" for d in DIMENSIONS})
+    row.update(dict.fromkeys((*VISIT_PAGES, *VISIT_COLUMNS)))
     row.update(kw)
     return row
 
@@ -434,7 +435,7 @@ def test_a_range_of_datetimes_counts_its_whole_utc_hours_only(tmp_path: Any) -> 
     assert q.start == datetime(2026, 11, 20, 9, tzinfo=UTC) and q.end == datetime(2026, 11, 21, 2, tzinfo=UTC)
     files = _write_batch(tmp_path, rows, gen=1)
     scanned = asyncio.run(Scanner(limits()).scan(q, files, None))
-    assert scanned.rows[0][0] == 3  # visitors 2, 3 and 4 (then the page views the order ranks by)
+    assert scanned.rows[0][1] == 3  # visitors 2, 3 and 4 (after the page views)
 
 
 def test_with_redis_down_the_batch_part_alone_flagged_partial(tmp_path: Any) -> None:
@@ -466,8 +467,55 @@ def test_the_row_estimate_above_the_limit_is_refused_before_the_scan(tmp_path: A
     )
 
 
-def test_visit_metrics_under_combined_filters_are_a_422_naming_them(tmp_path: Any) -> None:
-    service, _ = _service(tmp_path, FakeRealtime(down=True), _generation())
+def _visit(visitor: int, views: int, duration_ms: int, sign: int = 1, **kw: Any) -> dict[str, Any]:
+    """A visit row (views.filter_table.visit_entry), signed as the speed layer writes it."""
+    row = _row(visitor=visitor, pageviews=sign * views, page=None)
+    row.update(entry_page=f"https://{SITE}/", exit_page=f"https://{SITE}/x")
+    row.update(visits=sign, bounces=sign * int(views == 1), duration_ms=sign * duration_ms)
+    row.update(kw)
+    return row
+
+
+def test_visit_metrics_under_combined_filters_sum_the_visit_rows_and_their_retractions(tmp_path: Any) -> None:
+    """Visit 1 (one view) is in the batch part; a late view merged it into a visit of two views
+    (60 s) in the realtime part: its retraction and the new visit. Visitor 2's visit is in DE too,
+    visitor 3's in FR. Page views and visitors stay those of the page-view rows; with an entry page
+    filter every figure is the visits'."""
+    visits = tmp_path / "visits"
+    batch = [
+        _visit(1, 1, 0, country="DE"),
+        _visit(2, 3, 120_000, country="DE", entry_page=f"https://{SITE}/a"),
+    ]
+    batch += [_visit(3, 1, 0, country="FR")]
+    realtime = [_visit(1, 1, 0, sign=-1, country="DE"), _visit(1, 2, 60_000, country="DE")]
+    rt = Rows(Served(3, {0: 100}), SpeedCommit(7, {0: 130}), frozenset({f"{NAME}@f1"}), [_blob(realtime)])
+    service, _ = _service(tmp_path, FakeRealtime(rt), _generation())
+    extra = _write_batch(visits, batch, gen=3)  # a second file of the same day
+    files_of = service.files_of
+    service.files_of = lambda root, days: [*files_of(root, days), *extra]
+    metrics = ["visitors", "pageviews", "visits", "bounce_rate", "visit_duration", "views_per_visit"]
+    a = asyncio.run(service.answer(parse(filters=COMBINED["filters"], metrics=metrics)))
+    assert a.path == "filter_table"
+    # the page-view rows: visitors 1 and 2, 3 page views; visits 1 (2 views, 60 s) and 2 (3, 120 s)
+    assert [r.metrics for r in a.results] == [(2, 3, 2, 0.0, 90.0, 2.5)]
+    entry = ["is", "visit:entry_page", [f"https://{SITE}/"]]
+    a = asyncio.run(service.answer(parse(filters=[*COMBINED["filters"], entry], metrics=metrics)))
+    assert [r.metrics for r in a.results] == [(1, 2, 1, 0.0, 60.0, 2.0)]  # visitor 1's visit alone
+    per_entry = parse(
+        filters=COMBINED["filters"], metrics=["visits", "visitors"], dimensions=["visit:entry_page"]
+    )
+    a = asyncio.run(service.answer(per_entry))
+    assert [(r.dimensions, r.metrics) for r in a.results] == [  # by the visits' page views
+        ((f"https://{SITE}/a",), (1, 1)),
+        ((f"https://{SITE}/",), (1, 1)),
+    ]
+
+
+def test_visit_metrics_per_page_are_a_422_naming_the_parameter() -> None:
     with pytest.raises(InvalidQuery) as exc:
-        asyncio.run(service.answer(parse(filters=COMBINED["filters"], metrics=["visitors", "bounce_rate"])))
-    assert exc.value.param == "metrics" and "bounce_rate" in exc.value.problem
+        parse(filters=COMBINED["filters"], metrics=["visitors", "bounce_rate"], dimensions=["event:page"])
+    assert exc.value.param == "dimensions" and "bounce_rate" in exc.value.problem
+    with pytest.raises(InvalidQuery) as exc:
+        page = [f"https://{SITE}/"]
+        parse(filters=[["is", "event:page", page], ["is", "visit:entry_page", page]])
+    assert exc.value.param == "filters" and "entry_page" in exc.value.problem

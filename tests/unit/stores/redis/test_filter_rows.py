@@ -22,7 +22,17 @@ DAY1, DAY2 = datetime.date(2026, 11, 20), datetime.date(2026, 11, 21)
 def row(site: str, day: datetime.date, hour: int, page: str, visitor: int, pv: int = 1) -> dict[str, Any]:
     values = {name: f"{name}-{visitor % 3}" for name in filter_table.DIMENSIONS}
     values["page"] = page
-    return {"site": site, "day": day, "hour": hour, **values, "visitor": visitor, "pageviews": pv}
+    pages = dict.fromkeys(filter_table.VISIT_PAGES)
+    return {
+        "site": site,
+        "day": day,
+        "hour": hour,
+        **values,
+        **pages,
+        "visitor": visitor,
+        "pageviews": pv,
+        **dict.fromkeys(filter_table.VISIT_COLUMNS),
+    }
 
 
 def traffic(n: int, seed: int = 7) -> list[dict[str, Any]]:
