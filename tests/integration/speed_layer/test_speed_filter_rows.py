@@ -20,6 +20,7 @@ from speed_layer.job import SpeedJob
 from stores.redis import keys
 from stores.redis.filter_rows import decode_blobs
 from stores.redis.reader import RedisRealtimeReader, connect
+from tests import oracle_filters
 from tests.integration.conftest import produce
 from tests.integration.speed_layer.test_speed_layer import live, served_cut
 from tests.oracle import DIMENSION_KEYS, LogRecord, first_copies, read_log
@@ -54,6 +55,42 @@ def oracle(log: Iterable[LogRecord], cut: dict[int, int]) -> dict[Cell, tuple[in
     return {cell: (pv, len(visitors)) for cell, (pv, visitors) in cells.items()}
 
 
+VISIT_GROUP = (*filter_table.DIMENSIONS[1:], *filter_table.VISIT_PAGES)
+
+
+def assert_visit_rows_are_the_difference(
+    rows: list[dict[str, Any]], log: Iterable[LogRecord], cut: dict[int, int]
+) -> None:
+    """The realtime visit rows, summed per (site, day, hour, first view's values, entry and exit
+    page), are the visits of every first copy minus the visits of those below the cut (which the
+    batch part holds), by the reference sessioniser: retractions included, nothing else."""
+    stored: dict[Cell, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for row in rows:
+        cell = (row["site"], row["day"].isoformat(), row["hour"], *(row[n] for n in VISIT_GROUP))
+        sums = stored[cell]
+        for i, c in enumerate((filter_table.VISITS, filter_table.BOUNCES, filter_table.DURATION_MS)):
+            sums[i] += row[c]
+        sums[3] += row[filter_table.PAGEVIEWS]
+    copies = [r for r in first_copies(log) if r.event is not None]
+    below = [r.event for r in copies if r.offset < cut.get(r.partition, 0) and r.event is not None]
+    expected: dict[Cell, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for sign, events in ((1, [r.event for r in copies if r.event is not None]), (-1, below)):
+        for v in oracle_filters.visit_rows(events):
+            sums = expected[(v.site, v.day, v.hour, *(v.values[n] for n in VISIT_GROUP))]
+            for i, value in enumerate((1, int(v.bounced), v.duration_ms, v.views)):
+                sums[i] += sign * value
+
+    def nonzero(cells: dict[Cell, list[int]]) -> dict[Cell, list[int]]:
+        return {c: s for c, s in cells.items() if any(s)}
+
+    assert nonzero(stored) == nonzero(expected)
+    split = {v.views for v in oracle_filters.sessionise(below)} - {
+        v.views for v in oracle_filters.sessionise([r.event for r in copies if r.event is not None])
+    }
+    assert split, "no visit of the batch part grew past the cut: nothing to retract"
+    assert any(row[filter_table.VISITS] <= 0 for row in rows), "no retraction among the realtime rows"
+
+
 def stored_lists(settings: Settings, gen: int) -> dict[tuple[str, str], list[bytes]]:
     """(site, day) -> the elements of generation ``gen``'s lists, read straight from Redis."""
     r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
@@ -68,9 +105,12 @@ def stored_lists(settings: Settings, gen: int) -> dict[tuple[str, str], list[byt
         r.close()
 
 
-def read_cells(settings: Settings, gen: int, wanted: set[tuple[str, str]]) -> dict[Cell, tuple[int, int]]:
-    """The cells of the rows the reader returns for every site and its days, checking each
-    snapshot names the served generation counted with the filter table."""
+def read_cells(
+    settings: Settings, gen: int, wanted: set[tuple[str, str]], visit_rows: list[dict[str, Any]]
+) -> dict[Cell, tuple[int, int]]:
+    """The cells of the page-view rows the reader returns for every site and its days, checking
+    each snapshot names the served generation counted with the filter table; the visit rows are
+    appended to ``visit_rows``."""
     days_of: dict[str, list[str]] = defaultdict(list)
     for site, day in sorted(wanted):
         days_of[site].append(day)
@@ -94,6 +134,9 @@ def read_cells(settings: Settings, gen: int, wanted: set[tuple[str, str]]) -> di
     cells: dict[Cell, tuple[int, set[int]]] = {}
     for table in asyncio.run(read()):
         for row in table.to_pylist():
+            if row[filter_table.VISITS] is not None:
+                visit_rows.append(row)
+                continue
             cell = (
                 row["site"],
                 row["day"].isoformat(),
@@ -137,8 +180,12 @@ def test_realtime_filter_rows_hold_exactly_the_events_past_the_cut(platform: Set
     lists = stored_lists(platform, gen)
     assert set(lists) == {(cell[0], cell[1]) for cell in expected}
     assert max(len(elements) for elements in lists.values()) >= 3, "one micro-batch each"
-    got = read_cells(platform, gen, set(lists))
+    visit_rows: list[dict[str, Any]] = []
+    got = read_cells(platform, gen, set(lists), visit_rows)
     assert got == expected
+    assert_visit_rows_are_the_difference(
+        visit_rows, read_log(platform.kafka_bootstrap, platform.events_topic), cut
+    )
 
     # A micro-batch run again after its commit (Spark lost its own record of it) adds no rows.
     replayed = forget_last_commit(platform)
