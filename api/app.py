@@ -115,6 +115,7 @@ def filter_service(settings: Settings, engine: QueryEngine) -> FilterService:
     """POST /v2/query's work: the engine for the views path, a bounded scanner for the filter table."""
     limits = Limits(
         max_rows=settings.api_filter_max_rows,
+        max_realtime_bytes=settings.api_filter_max_realtime_mb * 2**20,
         concurrency=settings.api_filter_concurrency,
         queue=settings.api_filter_queue,
         timeout_s=settings.api_filter_timeout_s,
@@ -163,7 +164,7 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
                 "loc": ["body", exc.param],
                 "msg": exc.problem,
                 "type": "cost_limit",
-                "ctx": {"rows": exc.rows, "limit": exc.limit},
+                "ctx": exc.ctx,
             }
         ]
         return render.json_response({"detail": detail}, 422)

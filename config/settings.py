@@ -323,7 +323,15 @@ class Settings(BaseSettings):
         50_000_000,
         ge=1,
         description="Most rows of the filter table one POST /v2/query may scan (its estimate from the "
-        "Parquet footers and the realtime rows, before the scan); above it a 422 names the limit.",
+        "Parquet footers and the realtime rows' counts, before the realtime rows are fetched); above it "
+        "a 422 names the limit.",
+    )
+    api_filter_max_realtime_mb: int = Field(
+        256,
+        ge=1,
+        description="Most memory the realtime rows of one POST /v2/query may take to read, MiB: the "
+        "streams fetched from Redis plus their rows decoded, as the speed layer counted them; above it "
+        "a 422 names the limit and nothing is fetched.",
     )
     api_filter_concurrency: int = Field(
         2, ge=1, description="Filter-table scans one worker runs at once (POST /v2/query)."

@@ -75,6 +75,28 @@ class RealtimeSnapshot:
 
 
 @dataclass(frozen=True)
+class FilterRowsBudget:
+    """What a read of the filter table's realtime rows may fetch: the lists are read only if the
+    served generation is ``gen`` and their counted rows and bytes (FilterRowsSnapshot.rows,
+    .nbytes) are at most ``rows`` and ``nbytes``; otherwise the read returns the counts alone
+    (``withheld``). A budget may be negative: then nothing is read (the batch part alone is over
+    the limit)."""
+
+    gen: int
+    rows: int
+    nbytes: int
+
+    def allows(self, gen: int, rows: int, nbytes: int) -> bool:
+        """Whether the lists of generation ``gen`` holding ``rows`` rows and ``nbytes`` bytes may
+        be read (the rule the Redis function applies too: stores/redis/snapshot.lua)."""
+        return gen == self.gen and rows <= self.rows and nbytes <= self.nbytes
+
+
+COUNTS_ONLY = FilterRowsBudget(-1, -1, -1)
+"""A budget that reads no list: the counts alone, with the served generation they are of."""
+
+
+@dataclass(frozen=True)
 class FilterRowsSnapshot:
     """One atomic read of the filter table's realtime rows (stores.redis.filter_rows) of one site
     and some days: the served pointer, the speed layer's commit, the served generation's counted
@@ -85,7 +107,8 @@ class FilterRowsSnapshot:
     stores.redis.filter_rows.decode_blobs). ``served`` is None when Redis has no served pointer;
     then ``views`` is None and ``blobs`` empty. The rows count for the served generation only when
     ``views`` holds the filter table's mark (views.filter_table.mark) with the fingerprint of the
-    generation's batch part: then they hold every event from its cut up to ``commit.offsets``."""
+    generation's batch part: then they hold every event from its cut up to ``commit.offsets``.
+    A read with a :class:`FilterRowsBudget` returns the lists only within it (else ``withheld``)."""
 
     served: Served | None
     commit: SpeedCommit
@@ -94,6 +117,15 @@ class FilterRowsSnapshot:
     stamp: Hashable | None = None
     """As RealtimeSnapshot.stamp: the served pointer, the commit record and the views set, raw;
     equal stamps, equal rows. None without a commit record."""
+    rows: int = 0
+    """The rows of the requested days' lists, as the commits that appended them counted them (read
+    at the same instant as the lists), whether the lists were read or not."""
+    nbytes: int = 0
+    """What reading those lists holds in memory: the streams plus their rows decoded
+    (stores.redis.filter_rows.read_bytes), counted the same way."""
+    withheld: bool = False
+    """The lists were not read (``blobs`` is empty though ``rows`` may not be 0): the read's
+    :class:`FilterRowsBudget` did not allow them."""
 
 
 class ServingError(RuntimeError):

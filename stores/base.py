@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from batch_layer.segment import Segment
     from generations.model import Generation, Offsets, Served
     from generations.state import GenerationState
-    from serving_layer.model import FilterRowsSnapshot, HashRead, RankRead, RealtimeSnapshot
+    from serving_layer.model import FilterRowsBudget, FilterRowsSnapshot, HashRead, RankRead, RealtimeSnapshot
 
 DocRef = tuple[int, str, str]
 """(generation holding the document, key, day)."""
@@ -429,9 +429,12 @@ class RealtimeReader(Protocol):
         """The speed layer's report of its last micro-batch, if any."""
         ...
 
-    async def filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
+    async def filter_rows_snapshot(
+        self, site: str, days: Sequence[str], budget: FilterRowsBudget | None = None
+    ) -> FilterRowsSnapshot:
         """The filter table's realtime rows of ``site`` on ``days`` for the served generation, with
-        the served pointer, the commit and the generation's counted views, seen at one instant
+        the served pointer, the commit, the generation's counted views and the rows' counts, seen at
+        one instant; with a ``budget``, the rows only within it, else the counts alone (``withheld``)
         (raises RealtimeUnavailable if Redis cannot be read)."""
         ...
 

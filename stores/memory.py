@@ -23,6 +23,7 @@ from generations.model import Generation
 from serving_layer.model import (
     GENERATION_ZERO,
     BatchUnavailable,
+    FilterRowsBudget,
     FilterRowsSnapshot,
     HashRead,
     RankRead,
@@ -256,7 +257,12 @@ class MemoryRealtimeStore:
     """generation -> ``{site}|{day}`` whose realtime visits may not be exact."""
     filter_rows: dict[tuple[int, str, str], list[bytes]] = field(default_factory=dict)
     """(generation, site, day) -> the filter table's realtime rows, Arrow IPC streams
-    (stores.redis.filter_rows: one per micro-batch)."""
+    (stores.redis.filter_rows: one per micro-batch); append with :meth:`append_filter_rows`."""
+    filter_sizes: dict[tuple[int, str, str], tuple[int, int]] = field(default_factory=dict)
+    """(generation, site, day) -> the rows and bytes (stores.redis.filter_rows.read_bytes) of its
+    streams, counted as they are appended, as Redis' hash of sizes counts them."""
+    filter_reads: int = 0
+    """How many reads returned streams (a withheld read returns none)."""
     down: bool = False
 
     def _check(self) -> None:
@@ -285,13 +291,34 @@ class MemoryRealtimeStore:
         self._check()
         return self.stats
 
-    async def filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
+    def append_filter_rows(self, gen: int, site: str, day: str, blob: bytes) -> None:
+        """Append one stream (stores.redis.filter_rows.encode) to the list of (``gen``, ``site``,
+        ``day``) and count its rows and bytes, as a speed layer's commit does."""
+        import pyarrow as pa
+
+        from stores.redis.filter_rows import read_bytes
+
+        table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+        at = (gen, site, day)
+        self.filter_rows.setdefault(at, []).append(blob)
+        rows, nbytes = self.filter_sizes.get(at, (0, 0))
+        self.filter_sizes[at] = (rows + table.num_rows, nbytes + read_bytes(blob, table))
+
+    async def filter_rows_snapshot(
+        self, site: str, days: Sequence[str], budget: FilterRowsBudget | None = None
+    ) -> FilterRowsSnapshot:
         self._check()
         if self.served is None:
             return FilterRowsSnapshot(None, self.commit, None, [])
         g = self.served.gen
+        sizes = [self.filter_sizes.get((g, site, day), (0, 0)) for day in days]
+        rows, nbytes = sum(r for r, _ in sizes), sum(b for _, b in sizes)
+        views = self.views.get(g)
+        if budget is not None and not budget.allows(g, rows, nbytes):
+            return FilterRowsSnapshot(self.served, self.commit, views, [], None, rows, nbytes, True)
         blobs = [b for day in days for b in self.filter_rows.get((g, site, day), [])]
-        return FilterRowsSnapshot(self.served, self.commit, self.views.get(g), blobs)
+        self.filter_reads += bool(blobs)
+        return FilterRowsSnapshot(self.served, self.commit, views, blobs, None, rows, nbytes)
 
     async def ping(self) -> None:
         self._check()

@@ -22,7 +22,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     422: {
         "model": ValidationErrorResponse,
         "description": "A parameter of the body is invalid (`loc` names it), a visit metric under combined "
-        "filters, or the scan would read more than LAMBDA_API_FILTER_MAX_ROWS rows (`ctx`).",
+        "filters, or the scan would read more than LAMBDA_API_FILTER_MAX_ROWS rows or its realtime rows "
+        "take more than LAMBDA_API_FILTER_MAX_REALTIME_MB to read (`ctx`).",
     },
     429: {
         "model": ErrorResponse,

@@ -1,8 +1,12 @@
 """The filter table's scans, bounded: how many at once, how many rows, how long, how much memory.
 
 - **Rows**: a scan's rows are counted before it runs (stores.parquet.filter_table.rows_for_site, plus
-  the realtime rows); above ``LAMBDA_API_FILTER_MAX_ROWS`` the query is refused (:class:`TooManyRows`,
-  a 422 naming the limit and the estimate).
+  the realtime rows as the speed layer counted them, before they are fetched); above
+  ``LAMBDA_API_FILTER_MAX_ROWS`` the query is refused (:class:`TooManyRows`, a 422 naming the limit
+  and the estimate).
+- **Realtime bytes**: what reading the realtime rows holds (the streams plus their rows decoded,
+  counted by the speed layer too) is at most ``LAMBDA_API_FILTER_MAX_REALTIME_MB`` per query, else
+  the query is refused before they are fetched (:class:`TooMuchRealtime`, a 422 naming the limit).
 - **At once**: at most ``LAMBDA_API_FILTER_CONCURRENCY`` scans per worker; up to
   ``LAMBDA_API_FILTER_QUEUE`` more wait their turn (inside their time limit), any further one is
   refused at once (:class:`Busy`, a 429 with Retry-After) rather than queued without bound.
@@ -39,6 +43,28 @@ class TooManyRows(InvalidQuery):
         )
         self.rows, self.limit = rows, limit
 
+    @property
+    def ctx(self) -> dict[str, int]:
+        """The 422's ``ctx``: the estimate and the limit."""
+        return {"rows": self.rows, "limit": self.limit}
+
+
+class TooMuchRealtime(TooManyRows):
+    """Reading the realtime rows would take more memory than the limit allows."""
+
+    def __init__(self, nbytes: int, limit: int) -> None:
+        InvalidQuery.__init__(
+            self,
+            "date_range",
+            f"the query's realtime rows would take about {nbytes / 2**20:,.1f} MiB to read, above the limit "
+            f"of {limit / 2**20:,.0f} MiB (LAMBDA_API_FILTER_MAX_REALTIME_MB): shorten the range",
+        )
+        self.rows, self.limit = nbytes, limit
+
+    @property
+    def ctx(self) -> dict[str, int]:
+        return {"bytes": self.rows, "limit": self.limit}
+
 
 class ScanTimeout(ServingError):
     def __init__(self, seconds: float) -> None:
@@ -69,6 +95,7 @@ class Limits:
     timeout_s: float
     threads: int
     memory_mb: int
+    max_realtime_bytes: int = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -89,6 +116,10 @@ class Scanner:
     def check_rows(self, rows: int) -> None:
         if rows > self.limits.max_rows:
             raise TooManyRows(rows, self.limits.max_rows)
+
+    def check_realtime_bytes(self, nbytes: int) -> None:
+        if nbytes > self.limits.max_realtime_bytes:
+            raise TooMuchRealtime(nbytes, self.limits.max_realtime_bytes)
 
     async def scan(self, q: FilterQuery, files: Sequence[str], realtime: Any | None) -> Scanned:
         """The rows of ``q`` over the Parquet ``files`` and the ``realtime`` Arrow table (None or

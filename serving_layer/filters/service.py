@@ -4,16 +4,19 @@
 The filter table's path takes the same consistent read as every query: one atomic realtime read
 gives the served generation ``g``, the speed layer's commit, what it counted ``g`` with, and ``g``'s
 realtime rows of the site's days; the batch part is ``g``'s Parquet files of those days
-(``g.day_map["filters"]``). The table answers ``g`` only where both parts were made by the same
-code (serving_layer.readiness: ``g``'s batch fingerprint of the table equals the one the speed
-layer's mark records), else the query is a 409 naming ``filters``. With Redis down (or a realtime
-reader without the table's rows) the answer is the batch part alone, flagged ``partial``.
+(``g.day_map["filters"]``). The realtime rows are fetched only within the limits the batch part
+leaves (:meth:`FilterService._parts`): a query over them is refused before they are. The table
+answers ``g`` only where both parts were made by the same code (serving_layer.readiness: ``g``'s
+batch fingerprint of the table equals the one the speed layer's mark records), else the query is a
+409 naming ``filters``. With Redis down (or a realtime reader without the table's rows) the answer
+is the batch part alone, flagged ``partial``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from serving_layer.answers import Coverage, Visits, lost_of
@@ -23,6 +26,8 @@ from serving_layer.filters.path import CostCheck, answer_from_views, views_plan
 from serving_layer.filters.scan import Scanner
 from serving_layer.filters.sql import result_columns
 from serving_layer.model import (
+    COUNTS_ONLY,
+    FilterRowsBudget,
     GenerationInfo,
     NothingServed,
     NotReady,
@@ -33,6 +38,10 @@ from serving_layer.snapshot import REALTIME
 from stores.parquet.filter_table import OtherLayout, batch_files, rows_for_site
 from stores.redis.filter_rows import decode_blobs
 from views.filter_table import NAME
+
+READS = 3
+"""Realtime reads one query makes at most: a read whose budget was for a generation no longer served
+returns counts only and is made again; after this many the answer is the batch part's, partial."""
 
 
 class FilterService:
@@ -52,6 +61,8 @@ class FilterService:
         self.files_of = files_of
         self.check_cost = check_cost
         """The API's cost limit of the views path's engine queries (the scan has its own bounds)."""
+        self._served: GenerationInfo | None = None
+        """The generation the last realtime read found served: the next read's budget is for it."""
 
     async def answer(self, q: FilterQuery) -> QueryAnswer:
         plan = await views_plan(self.engine, q, self.max_top)
@@ -60,18 +71,7 @@ class FilterService:
         return await self.scan(q)
 
     async def scan(self, q: FilterQuery) -> QueryAnswer:
-        gen, coverage, realtime = await self._snapshot(q)
-        holders = gen.day_map.get(NAME, {})
-        days = {d: holders[d] for d in q.days if d in holders}
-        files = await asyncio.to_thread(self.files_of, self.root_uri, days) if days else []
-        try:
-            rows = (await asyncio.to_thread(rows_for_site, files, q.site)) if files else 0
-        except OtherLayout as exc:
-            raise NotReady(
-                NAME, f"generation {gen.gen}'s filter table {exc}: the next batch run rewrites it"
-            ) from None
-        rows += 0 if realtime is None else int(realtime.num_rows)
-        self.scanner.check_rows(rows)
+        coverage, files, rows, realtime = await self._parts(q)
         scanned = await self.scanner.scan(q, files, realtime)
         n_dims, names = result_columns(q)
         out = []
@@ -87,19 +87,48 @@ class FilterService:
             total = 1
         return QueryAnswer(q, "filter_table", out, coverage, {m: True for m in q.metrics}, total, (), rows)
 
-    async def _snapshot(self, q: FilterQuery) -> tuple[GenerationInfo, Coverage, Any | None]:
-        engine = self.engine
-        rt = None
-        try:
-            rt = await engine.realtime.filter_rows_snapshot(q.site, q.days)
-        except RealtimeUnavailable as exc:
-            engine.on_degraded("redis", exc)
-        if rt is not None and rt.served is not None:
+    async def _parts(self, q: FilterQuery) -> tuple[Coverage, list[str], int, Any | None]:
+        """The coverage (of the served generation), the batch part's files, the rows to scan and the
+        realtime part's Arrow rows (None without them), within the limits.
+
+        The realtime read carries a budget (serving_layer.model.FilterRowsBudget): the rows and bytes
+        left by the batch part of the generation the last read found served. Redis returns the
+        realtime rows only within it and for that generation, else their counts alone; the counts
+        are checked against the limits first (a 422 before anything is fetched), and a generation
+        other than the budget's is read again with a budget for it. The first read of a service,
+        with no generation known yet, asks for the counts alone."""
+        engine, scanner = self.engine, self.scanner
+        limits = scanner.limits
+        batch = None if self._served is None else await self._batch_part(self._served, q)
+        for _ in range(READS):
+            budget = (
+                COUNTS_ONLY
+                if batch is None
+                else FilterRowsBudget(batch.gen, limits.max_rows - batch.rows, limits.max_realtime_bytes)
+            )
+            try:
+                rt = await engine.realtime.filter_rows_snapshot(q.site, q.days, budget)
+            except RealtimeUnavailable as exc:
+                engine.on_degraded("redis", exc)
+                break
+            if rt.served is None:
+                break
             gen = await engine.batch.generation(rt.served.gen)
             _check_ready(gen, rt.views)
+            self._served = gen
+            if batch is None or batch.gen != gen.gen:
+                batch = await self._batch_part(gen, q)
+            scanner.check_rows(batch.rows + rt.rows)
+            scanner.check_realtime_bytes(rt.nbytes)
+            if rt.withheld:
+                continue  # the budget was for another generation: again, with one for this one
             coverage = Coverage(gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, (), lost_of(gen))
             table = await asyncio.to_thread(decode_blobs, list(rt.blobs)) if rt.blobs else None
-            return gen, coverage, table
+            rows = batch.rows + (0 if table is None else int(table.num_rows))
+            scanner.check_rows(rows)
+            return coverage, batch.files, rows, table
+        else:
+            engine.on_degraded("redis", RealtimeUnavailable(f"the served generation changed {READS} times"))
         served = await engine.batch.served_generation()
         if served is None:
             raise NothingServed("no generation has been published yet")
@@ -107,7 +136,29 @@ class FilterService:
         coverage = Coverage(
             served.gen, served.cut, served.started_at, None, True, (REALTIME,), lost_of(served)
         )
-        return served, coverage, None
+        batch = await self._batch_part(served, q)
+        scanner.check_rows(batch.rows)
+        return coverage, batch.files, batch.rows, None
+
+    async def _batch_part(self, gen: GenerationInfo, q: FilterQuery) -> _BatchPart:
+        """``gen``'s Parquet files of the query's days and their rows a scan of its site may read
+        (the row groups' footers, cached per file)."""
+        holders = gen.day_map.get(NAME, {})
+        days = {d: holders[d] for d in q.days if d in holders}
+        files = await asyncio.to_thread(self.files_of, self.root_uri, days) if days else []
+        try:
+            rows = (await asyncio.to_thread(rows_for_site, files, q.site)) if files else 0
+        except OtherLayout as exc:
+            problem = f"generation {gen.gen}'s filter table {exc}: the next batch run rewrites it"
+            raise NotReady(NAME, problem) from None
+        return _BatchPart(gen.gen, files, rows)
+
+
+@dataclass(frozen=True)
+class _BatchPart:
+    gen: int
+    files: list[str]
+    rows: int
 
 
 def metrics_of(q: FilterQuery, figures: dict[str, Any]) -> tuple[int | float | None, ...]:

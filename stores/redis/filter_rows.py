@@ -6,13 +6,18 @@ element is one micro-batch's rows there, as one Arrow IPC stream of the table's 
 (views.filter_table.arrow_schema, ``day`` included), its buffers compressed (:data:`COMPRESSION`).
 Rows are appended, never rewritten: a visitor seen in two micro-batches has a row in each, and a
 query sums page views and unions visitor hashes over all of them, as it does with the batch part's.
+Beside the lists, per (generation, site) a hash of their sizes (stores.redis.keys.filter_sizes_key):
+per day the rows of its list and the bytes reading them holds (:func:`read_bytes`), incremented with
+each RPUSH, so a reader can refuse a read too big before making it (stores.redis.reader).
 
 The sink follows the add/prepare/flush shape of stores.redis.sink: :meth:`FilterRowsSink.add` takes
 rows of one micro-batch, :meth:`FilterRowsSink.prepare` encodes them (outside the transaction: it
-reads nothing from Redis) and :meth:`FilterRowsSink.flush` queues the RPUSHes into the pipeline of
-the micro-batch's commit transaction, so the rows land with the batch id and end offsets or not at
-all; a replayed micro-batch is skipped before its rows are even computed (speed_layer.commit).
-The lists go with their generation (stores.redis.teardown), like its hashes.
+reads nothing from Redis) and :meth:`FilterRowsSink.flush` queues the RPUSHes and the HINCRBYs of
+the sizes into the pipeline of the micro-batch's commit transaction, so the rows and their counts
+land with the batch id and end offsets or not at all: the counts are exactly the lists' through a
+crash; a replayed micro-batch is skipped before its rows are even computed (speed_layer.commit), so
+it counts nothing twice. The lists and the hashes go with their generation (stores.redis.teardown),
+like its other keys.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class FilterRowsSink:
         self.compression = compression
         self._tables: list[pa.Table] = []
         self._blobs: dict[str, bytes] = {}
+        self._sizes: dict[str, tuple[str, str, int, int]] = {}
+        """List key -> (its sizes hash's key, its day, the stream's rows, its bytes to read)."""
         self._gens: set[int] = set()
         self.rows = 0
 
@@ -93,14 +100,20 @@ class FilterRowsSink:
             blob = encode(part, compressed)
             if self.compression is not None and part.num_rows <= SMALL_ROWS:
                 blob = min(blob, encode(part, plain), key=len)
-            self._blobs[keys.filter_rows_key(gen, site, day)] = blob
+            key = keys.filter_rows_key(gen, site, day)
+            self._blobs[key] = blob
+            self._sizes[key] = (keys.filter_sizes_key(gen, site), day, part.num_rows, read_bytes(blob, part))
             self._gens.add(gen)
         self.rows += table.num_rows
 
     def flush(self, pipe: redis.client.Pipeline) -> int:
-        """Queue the RPUSHes into ``pipe`` (in MULTI); returns the number of lists appended to."""
+        """Queue the RPUSHes and the counts of what they append into ``pipe`` (in MULTI); returns
+        the number of lists appended to."""
         for key, blob in self._blobs.items():
             pipe.rpush(key, blob)
+            sizes, day, rows, nbytes = self._sizes[key]
+            pipe.hincrby(sizes, keys.filter_rows_field(day), rows)
+            pipe.hincrby(sizes, keys.filter_bytes_field(day), nbytes)
         if self._gens:
             pipe.sadd(keys.REALTIME_GENS, *sorted(self._gens))
         return len(self._blobs)
@@ -109,6 +122,19 @@ class FilterRowsSink:
     def blobs(self) -> dict[str, bytes]:
         """The encoded lists' elements by key (after :meth:`prepare`)."""
         return dict(self._blobs)
+
+    @property
+    def sizes(self) -> dict[str, tuple[int, int]]:
+        """The rows and bytes (:func:`read_bytes`) each element adds to its list's counts, by the
+        list's key (after :meth:`prepare`)."""
+        return {key: (rows, nbytes) for key, (_, _, rows, nbytes) in self._sizes.items()}
+
+
+def read_bytes(blob: bytes, rows: pa.Table) -> int:
+    """What reading one stream holds in the reader's memory, counted in the sizes hash: the stream
+    as fetched plus its rows decoded (their Arrow buffers: ``rows``' own size, which the decoded
+    table's matches within a few percent)."""
+    return len(blob) + int(rows.nbytes)
 
 
 def encode(rows: pa.Table, options: Any = None) -> bytes:

@@ -120,6 +120,33 @@ def filter_rows_key(gen: int, site: str, day: str) -> str:
     return generation_prefix(gen) + filter_suffix(site, day)
 
 
+# Beside a site's lists, per (generation, site) one hash of their sizes, counted by the commits that
+# append to them (HINCRBY in the same MULTI as each RPUSH), so a reader knows what a read of the lists
+# would return before it reads them:
+#   rows:<YYYY-MM-DD>    rows in the day's list
+#   bytes:<YYYY-MM-DD>   what reading them holds: the streams' bytes plus their rows' decoded Arrow size
+FILTER_SIZES_SUFFIX = "filters#sizes|"
+
+
+def filter_sizes_suffix(site: str) -> str:
+    """The rest of a site's hash of list sizes' key after its generation's prefix."""
+    return f"{FILTER_SIZES_SUFFIX}{site}"
+
+
+def filter_sizes_key(gen: int, site: str) -> str:
+    return generation_prefix(gen) + filter_sizes_suffix(site)
+
+
+def filter_rows_field(day: str) -> str:
+    """The field of the sizes hash counting the rows of ``day``'s list."""
+    return f"rows:{day}"
+
+
+def filter_bytes_field(day: str) -> str:
+    """The field of the sizes hash counting the bytes of ``day``'s list (streams plus decoded)."""
+    return f"bytes:{day}"
+
+
 # Per generation, the set of views the speed layer has counted it with since its first micro-batch,
 # each as "name@fingerprint" (plus a sentinel, so an emptied set still says "recorded"). A view is
 # served for a generation only when this set names it with the fingerprint of the generation's

@@ -12,7 +12,8 @@ nested arrays (hiredis parses them in C); this module turns them into the snapsh
 
 The same library has a second function, ``lambda_filters_*``: the filter table's realtime rows of
 one site and some days (stores.redis.filter_rows), read with the pointer, the commit and the served
-generation's counted views in the same way (:meth:`RedisRealtimeReader.filter_rows_snapshot`).
+generation's counted views in the same way, and only within the caller's budget of rows and bytes
+(:meth:`RedisRealtimeReader.filter_rows_snapshot`): the counts come first, in the same call.
 
 The function is loaded on first use and again whenever Redis answers that it does not know it (a new
 Redis, one restarted without persistence, ``FUNCTION FLUSH``); its name ends with a hash of the
@@ -50,6 +51,7 @@ from redis.typing import EncodableT
 
 from config.settings import Settings
 from serving_layer.model import (
+    FilterRowsBudget,
     FilterRowsSnapshot,
     HashRead,
     RankRead,
@@ -263,24 +265,38 @@ class RedisRealtimeReader:
     async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
         return await self._call(self._snapshot(hashes, ranks))
 
-    async def filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
+    async def filter_rows_snapshot(
+        self, site: str, days: Sequence[str], budget: FilterRowsBudget | None = None
+    ) -> FilterRowsSnapshot:
         """The filter table's realtime rows of ``site`` on ``days`` (``YYYY-MM-DD``) for the served
-        generation, with the served pointer, the commit and the generation's counted views, read
-        at one instant by the library's ``lambda_filters_*`` function (serving_layer.model.
-        FilterRowsSnapshot; stores.redis.filter_rows.decode_blobs turns the blobs into rows)."""
-        return await self._call(self._filter_rows_snapshot(site, days))
+        generation, with the served pointer, the commit, the generation's counted views and the
+        lists' counted rows and bytes, read at one instant by the library's ``lambda_filters_*``
+        function (serving_layer.model.FilterRowsSnapshot; stores.redis.filter_rows.decode_blobs
+        turns the blobs into rows). With a ``budget`` the lists are read only within it (else the
+        snapshot is ``withheld``: the counts alone); without one, whatever their size."""
+        return await self._call(self._filter_rows_snapshot(site, days, budget))
 
-    async def _filter_rows_snapshot(self, site: str, days: Sequence[str]) -> FilterRowsSnapshot:
-        suffixes = [keys.filter_suffix(site, day) for day in days]
-        args: list[EncodableT] = [keys.REALTIME_PREFIX, keys.VIEWS_SUFFIX, *suffixes]
+    async def _filter_rows_snapshot(
+        self, site: str, days: Sequence[str], budget: FilterRowsBudget | None
+    ) -> FilterRowsSnapshot:
+        args: list[EncodableT] = [
+            keys.REALTIME_PREFIX,
+            keys.VIEWS_SUFFIX,
+            keys.filter_sizes_suffix(site),
+            *(("", 0, 0) if budget is None else (budget.gen, budget.rows, budget.nbytes)),
+        ]
+        for day in days:
+            args += [keys.filter_suffix(site, day), keys.filter_rows_field(day), keys.filter_bytes_field(day)]
         reply = await self._fcall(args, self.function.filters_name)
         commit = self._commit.get(reply[1])
         if reply[0] is None:
             return FilterRowsSnapshot(None, commit, None, [])
         served = self._served.get(reply[0])
-        blobs = [bytes(blob) for elements in reply[3:] for blob in elements]
+        rows, nbytes, read = (int(n) for n in reply[3])
+        blobs = [bytes(blob) for elements in reply[4:] for blob in elements]
         stamp = None if reply[1] is None else (reply[0], reply[1], frozenset(reply[2]))
-        return FilterRowsSnapshot(served, commit, keys.decode_views(reply[2]), blobs, stamp)
+        views = keys.decode_views(reply[2])
+        return FilterRowsSnapshot(served, commit, views, blobs, stamp, rows, nbytes, not read)
 
     async def _fcall(self, args: list[EncodableT], name: str | None = None) -> list[Any]:
         """The reply of the snapshot function (or the library's function ``name``); loads the

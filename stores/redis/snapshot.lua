@@ -64,22 +64,50 @@ local function snapshot(keys, args)
 end
 
 -- The filter table's realtime rows of one site and some days (stores.redis.filter_rows), read
--- the same way: the served pointer, the commit, the served generation's counted views and its
--- lists at one instant, so the rows are exactly those of the micro-batches the commit names.
+-- the same way: the served pointer, the commit, the served generation's counted views, the counts
+-- of the site's lists (its hash of sizes) and the lists at one instant, so the rows are exactly
+-- those of the micro-batches the commit names, and the counts exactly theirs.
+--
+-- The lists are read only within the caller's budget: when the served generation is the one the
+-- budget is for and neither the counted rows nor the counted bytes of the days' lists are above
+-- it; otherwise the reply holds the counts alone, and the caller, which knows the served
+-- generation now, refuses the query or asks again with a budget for it. So a read too big for the
+-- caller's limits is never made.
 --
 -- KEYS: the served pointer, the speed layer's commit.
--- ARGV: the realtime prefix, the suffix of the generation's set of counted views, then each
---   list's key suffix (stores.redis.keys.filter_suffix).
--- Reply: {served, commit} when nothing is served, else {served, commit, views, list 1's
---   elements, ...}.
+-- ARGV: the realtime prefix, the suffix of the generation's set of counted views, the suffix of the
+--   site's hash of sizes (stores.redis.keys.filter_sizes_suffix), the budget: the generation it is
+--   for ('' for no budget: the lists are read whatever their size), its rows and its bytes; then
+--   per day its list's key suffix (stores.redis.keys.filter_suffix), its rows field and its bytes
+--   field in the hash of sizes.
+-- Reply: {served, commit} when nothing is served, else {served, commit, views, {rows, bytes, read},
+--   list 1's elements, ...}, the lists' elements only when read is 1.
 local function filters(keys, args)
   local served, commit, prefix = served_generation(keys, args)
   if not prefix then
     return {false, commit}
   end
-  local reply = {served, commit, redis.call('SMEMBERS', prefix .. args[2])}
-  for i = 3, #args do
-    reply[#reply + 1] = redis.call('LRANGE', prefix .. args[i], 0, -1)
+  local n = (#args - 6) / 3
+  local rows, bytes = 0, 0
+  if n > 0 then
+    local fields = {}
+    for d = 1, n do
+      fields[2 * d - 1] = args[6 + 3 * d - 1]
+      fields[2 * d] = args[6 + 3 * d]
+    end
+    local sizes = redis.call('HMGET', prefix .. args[3], unpack(fields))
+    for d = 1, n do
+      rows = rows + (tonumber(sizes[2 * d - 1]) or 0)
+      bytes = bytes + (tonumber(sizes[2 * d]) or 0)
+    end
+  end
+  local read = args[4] == ''
+    or (prefix == args[1] .. args[4] .. ':' and rows <= tonumber(args[5]) and bytes <= tonumber(args[6]))
+  local reply = {served, commit, redis.call('SMEMBERS', prefix .. args[2]), {rows, bytes, read and 1 or 0}}
+  if read then
+    for d = 1, n do
+      reply[#reply + 1] = redis.call('LRANGE', prefix .. args[6 + 3 * d - 2], 0, -1)
+    end
   end
   return reply
 end

@@ -6,6 +6,10 @@ every group's page views and visitors with tests.oracle_filters' evaluation of t
 the deduplicated events: exactly, across the batch/realtime cut. It also holds the filter table to
 the 1-D views where both answer: one ``is`` on a page through the views, the same condition
 through the table (page views equal, the views' visitors within their sketch's error).
+
+:func:`assert_counts_match_lists` holds the counts of the realtime part's lists (the hashes of sizes
+the speed layer increments with each RPUSH) to the lists themselves; :func:`assert_filters_match`
+checks them first.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import redis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, seed
 from hypothesis import settings as hypothesis_settings
@@ -23,6 +28,8 @@ from hypothesis import strategies as st
 from api.app import create_app
 from config.settings import Settings
 from contract import PageView
+from stores.redis import keys
+from stores.redis.filter_rows import decode_blobs
 from tests import oracle_filters as oracle
 
 DIMENSION_CHOICES: tuple[tuple[str, ...], ...] = (
@@ -53,6 +60,11 @@ def assert_filters_match(
     dimensions, answered by the filter table exactly as the recount of ``events`` (first copies:
     tests.oracle.first_copies) says; ``at`` seeds the draw (print it on failure to replay it)."""
     events = list(events)
+    client = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
+    try:
+        assert_counts_match_lists(client)
+    finally:
+        client.close()
     rows = oracle.rows(events)
     days = (min(r.day for r in rows), max(r.day for r in rows))
     sites = [s for s, _ in Counter(r.site for r in rows).most_common(2)]
@@ -69,6 +81,65 @@ def assert_filters_match(
             _assert_trees_match(ask, rows, site, days, examples, at)
             _assert_visit_trees_match(ask, rows, visits, site, days, examples, at)
             _assert_views_agree(ask, rows, site, days, settings.hll_lg_k)
+
+
+Lists = dict[tuple[str, str], list[bytes]]
+Sizes = dict[tuple[str, str], dict[str, int]]
+
+
+def filter_keys(r: redis.Redis, gen: int) -> tuple[Lists, Sizes]:
+    """Generation ``gen``'s filter rows as stored, read at one instant (the keys listed and read
+    under WATCH of the speed layer's commit record, again if a commit came between): (site, day) ->
+    the list's streams, and (site, day) -> {"rows": n, "bytes": n} of its hash of sizes."""
+    lists_at = keys.generation_prefix(gen) + keys.FILTERS_SUFFIX
+    sizes_at = keys.generation_prefix(gen) + keys.FILTER_SIZES_SUFFIX
+    while True:
+        with r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.SPEED_COMMIT)  # type: ignore[no-untyped-call]
+                list_keys = sorted(k.decode() for k in pipe.scan_iter(match=lists_at + "*", count=1000))
+                size_keys = sorted(k.decode() for k in pipe.scan_iter(match=sizes_at + "*", count=1000))
+                pipe.multi()
+                for key in list_keys:
+                    pipe.lrange(key, 0, -1)
+                for key in size_keys:
+                    pipe.hgetall(key)
+                replies = pipe.execute()
+            except redis.WatchError:
+                continue
+        break
+    lists: Lists = {}
+    for key, blobs in zip(list_keys, replies[: len(list_keys)], strict=True):
+        day, site = key.removeprefix(lists_at).split("|", 1)
+        lists[(site, day)] = [bytes(b) for b in blobs]
+    counted: Sizes = {}
+    for key, fields in zip(size_keys, replies[len(list_keys) :], strict=True):
+        site = key.removeprefix(sizes_at)
+        for field, value in fields.items():
+            name, day = field.decode().split(":", 1)
+            counted.setdefault((site, day), {})[name] = int(value)
+    return lists, counted
+
+
+def assert_counts_match_lists(r: redis.Redis) -> int:
+    """Every realtime generation's counts of its filter rows against its lists, read at one instant:
+    per (site, day) the rows counted are exactly the rows of the list's streams, and the bytes
+    counted are the streams' sizes exactly plus their rows' Arrow size as encoded, which the decoded
+    size matches within a few percent; no count without its list, no list without its count.
+    Returns the rows checked."""
+    checked = 0
+    for gen in sorted(int(g) for g in r.smembers(keys.REALTIME_GENS)):
+        lists, counted = filter_keys(r, gen)
+        assert set(counted) == set(lists), (gen, set(counted) ^ set(lists))
+        for at, blobs in lists.items():
+            tables = [decode_blobs([b]) for b in blobs]
+            rows, streams = sum(t.num_rows for t in tables), sum(len(b) for b in blobs)
+            decoded = sum(t.nbytes for t in tables)
+            assert counted[at]["rows"] == rows, (gen, at, counted[at], rows)
+            arrow = counted[at]["bytes"] - streams
+            assert 0.95 * decoded <= arrow <= 1.25 * decoded, (gen, at, counted[at], streams, decoded)
+            checked += rows
+    return checked
 
 
 def _assert_trees_match(

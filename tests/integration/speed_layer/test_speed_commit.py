@@ -28,6 +28,7 @@ from speed_layer.progress import BatchReport
 from stores.redis import keys
 from stores.redis.handshake import RedisSpeedCommits
 from tests.integration.conftest import LogEnd, empty_redis_db
+from tests.integration.filters_check import assert_counts_match_lists
 
 REDIS_DB = 12
 """Not used by any other integration test."""
@@ -352,8 +353,35 @@ def test_filter_rows_are_committed_with_the_batch_and_a_replay_adds_none(
     committer.commit(1, ends0, ends1, report(1, events1), RowsWithFilters(events1))
     assert r.llen(key) == 2  # one stream per micro-batch
     assert decode_blobs(r.lrange(key, 0, -1)).column("page").to_pylist() == ["/a", "/b", "/c"]
+    # Their counts, incremented in the same transactions: the rows of the list exactly.
+    sizes = keys.filter_sizes_key(0, "shop.example.com")
+    assert int(r.hget(sizes, keys.filter_rows_field(DAY)) or 0) == 3
+    assert assert_counts_match_lists(r) == 3
 
     before = snapshot(r)
     replay = RowsWithFilters(events1)
     assert committer.commit(1, ends0, ends1, report(1, events1), replay) == (0, [])
     assert replay.calls == [] and snapshot(r) == before
+    assert assert_counts_match_lists(r) == 3  # the replay counted nothing twice
+
+
+def test_filter_row_counts_of_an_aborted_attempt_are_not_kept(
+    r: redis.Redis, registry: GenerationRegistry, committer: Committer, log_end: LogEnd
+) -> None:
+    """A commit whose EXEC fails (a generation opened under its WATCH) keeps none of its counts: the
+    attempt that commits counts the rows it appends, for each generation, and nothing else."""
+    events0 = batch(0, 0, ("/a", "v1"), ("/b", "v2"))
+    ends0 = {0: 2}
+    committer.commit(0, None, ends0, report(0, events0), RowsWithFilters(events0))
+    events1 = batch(0, 2, ("/c", "v3"), ("/d", "v4"))
+    ends1 = {0: 4}
+    log_end.end = {0: 3}  # generation 1's cut: the second event of this batch is past it
+    rows1 = RowsWithFilters(events1, during=lambda: registry.open("full"))
+    committer.commit(1, ends0, ends1, report(1, events1), rows1)
+    assert len(rows1.calls) == 2  # the first attempt's EXEC failed
+    counts = {
+        gen: int(r.hget(keys.filter_sizes_key(gen, "shop.example.com"), keys.filter_rows_field(DAY)) or 0)
+        for gen in (0, 1)
+    }
+    assert counts == {0: 4, 1: 1}
+    assert assert_counts_match_lists(r) == 5

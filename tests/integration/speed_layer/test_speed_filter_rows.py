@@ -1,7 +1,7 @@
 """The filter table's realtime rows (speed_layer.filter_rows) on real Kafka, Redis and FerretDB: the
 rows the reader decodes for the served generation hold exactly the events whose first copy is past
-its cut, per (site, day, hour, every dimension's value): page views summed, visitors distinct; a
-replayed micro-batch adds none."""
+its cut, per (site, day, hour, every dimension's value): page views summed, visitors distinct; the
+counts beside the lists are exactly their rows; a replayed micro-batch adds none, rows or counts."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from stores.redis.filter_rows import decode_blobs
 from stores.redis.reader import RedisRealtimeReader, connect
 from tests import oracle_filters
 from tests.integration.conftest import produce
+from tests.integration.filters_check import assert_counts_match_lists
 from tests.integration.speed_layer.test_speed_layer import live, served_cut
 from tests.oracle import DIMENSION_KEYS, LogRecord, first_copies, read_log
 from views import filter_table
@@ -186,6 +187,10 @@ def test_realtime_filter_rows_hold_exactly_the_events_past_the_cut(platform: Set
     assert_visit_rows_are_the_difference(
         visit_rows, read_log(platform.kafka_bootstrap, platform.events_topic), cut
     )
+    # The counts beside the lists (a hash per site, incremented in the same commits) are theirs.
+    r = redis.Redis(host=platform.redis_host, port=platform.redis_port, db=platform.redis_db)
+    rows = assert_counts_match_lists(r)
+    assert rows >= len(expected)  # a row per cell and micro-batch at least
 
     # A micro-batch run again after its commit (Spark lost its own record of it) adds no rows.
     replayed = forget_last_commit(platform)
@@ -193,3 +198,5 @@ def test_realtime_filter_rows_hold_exactly_the_events_past_the_cut(platform: Set
     job.run(available_now=True)
     assert job.last is not None and job.last.batch_id == replayed and job.last.skipped
     assert stored_lists(platform, gen) == lists
+    assert assert_counts_match_lists(r) == rows  # nor counts any
+    r.close()

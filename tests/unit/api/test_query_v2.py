@@ -1,6 +1,6 @@
 """POST /v2/query through the app's route, dependency and error handlers, over fakes: the views
 path and the filter table's path, the answer against its model, the 422s naming the body's
-parameter, the row limit's 422, the keys' scope and sites."""
+parameter, the row and realtime memory limits' 422s, the keys' scope and sites."""
 
 from __future__ import annotations
 
@@ -173,6 +173,16 @@ def test_a_scan_over_the_row_limit_is_a_422_with_the_estimate(tmp_path: Any) -> 
     detail = r.json()["detail"][0]
     assert detail["type"] == "cost_limit" and detail["ctx"] == {"rows": 3, "limit": 1}
     assert "LAMBDA_API_FILTER_MAX_ROWS" in detail["msg"]
+
+
+def test_realtime_rows_over_the_memory_limit_are_a_422_naming_it(tmp_path: Any) -> None:
+    client, _, _ = make_client(tmp_path, max_realtime_bytes=100)
+    r = client.post("/v2/query", json=BODY)
+    assert r.status_code == 422
+    detail = r.json()["detail"][0]
+    assert detail["type"] == "cost_limit" and detail["loc"] == ["body", "date_range"]
+    assert detail["ctx"]["limit"] == 100 and detail["ctx"]["bytes"] > 100
+    assert "LAMBDA_API_FILTER_MAX_REALTIME_MB" in detail["msg"]
 
 
 def test_keys_need_the_read_scope_and_query_their_sites_only(tmp_path: Any) -> None:

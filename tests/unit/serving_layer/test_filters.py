@@ -10,7 +10,7 @@ import io
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -23,12 +23,22 @@ from hypothesis import strategies as st
 from generations.model import Generation, Served, SpeedCommit
 from generations.state import GenerationState
 from serving_layer.filters import scan as scan_module
+from serving_layer.filters import service as service_module
 from serving_layer.filters.model import And, Condition, Filter, FilterQuery, Not, Or
 from serving_layer.filters.parse import parse_query
-from serving_layer.filters.scan import Busy, Limits, Scanner, ScanTimeout, TooManyRows
+from serving_layer.filters.scan import Busy, Limits, Scanner, ScanTimeout, TooManyRows, TooMuchRealtime
 from serving_layer.filters.service import FilterService
 from serving_layer.filters.sql import compile_query
-from serving_layer.model import InvalidQuery, NotReady, RealtimeUnavailable
+from serving_layer.model import (
+    COUNTS_ONLY,
+    FilterRowsBudget,
+    FilterRowsSnapshot,
+    InvalidQuery,
+    NotReady,
+    RealtimeUnavailable,
+)
+from stores.memory import MemoryRealtimeStore
+from stores.redis.filter_rows import read_bytes
 from views.filter_table import DIMENSIONS, NAME, VISIT_COLUMNS, VISIT_PAGES, arrow_schema
 
 TODAY = date(2026, 11, 26)
@@ -323,12 +333,8 @@ def test_past_the_concurrency_and_its_queue_a_scan_is_refused(monkeypatch: pytes
 
 
 # --- the filter table's path from a fake snapshot --------------------------------------------------
-@dataclass
-class Rows:
-    served: Served | None
-    commit: SpeedCommit
-    views: frozenset[str] | None
-    blobs: list[bytes]
+Rows = FilterRowsSnapshot
+"""A fake snapshot: served, commit, views and blobs (the counts filled in by :class:`FakeRealtime`)."""
 
 
 class FakeBatch:
@@ -348,12 +354,24 @@ class FakeRealtime:
     down: bool = False
     asked: list[tuple[str, list[str]]] = field(default_factory=list)
 
-    async def filter_rows_snapshot(self, site: str, days: list[str]) -> Rows:
+    async def filter_rows_snapshot(
+        self, site: str, days: list[str], budget: FilterRowsBudget | None = None
+    ) -> Rows:
+        """The fixed snapshot, its counts those of its streams, withheld outside ``budget`` as
+        Redis' function withholds them."""
         self.asked.append((site, list(days)))
         if self.down:
             raise RealtimeUnavailable("redis down")
         assert self.rows is not None
-        return self.rows
+        snap = self.rows
+        if snap.served is None:
+            return snap
+        tables = [pa.ipc.open_stream(blob).read_all() for blob in snap.blobs]
+        rows = sum(t.num_rows for t in tables)
+        nbytes = sum(read_bytes(blob, t) for blob, t in zip(snap.blobs, tables, strict=True))
+        if budget is not None and not budget.allows(snap.served.gen, rows, nbytes):
+            return replace(snap, blobs=[], rows=rows, nbytes=nbytes, withheld=True)
+        return replace(snap, rows=rows, nbytes=nbytes)
 
 
 @dataclass
@@ -400,7 +418,7 @@ def _service(tmp_path: Any, realtime: Any, gen: Generation, **kw: Any) -> tuple[
     return FilterService(engine, Scanner(limits(**kw)), tmp_path.as_uri(), 1000), engine
 
 
-COMBINED = {
+COMBINED: dict[str, Any] = {
     "filters": [["is", "visit:country", ["DE"]], ["is_not", "visit:device", ["x"]]],
     "metrics": ["visitors", "pageviews"],
 }
@@ -465,6 +483,123 @@ def test_the_row_estimate_above_the_limit_is_refused_before_the_scan(tmp_path: A
         and exc.value.rows >= 3
         and "LAMBDA_API_FILTER_MAX_ROWS" in exc.value.problem
     )
+
+
+# --- the realtime part bounded before it is fetched (the memory backend) ------------------------------
+MARK = f"{NAME}@f1"
+
+
+@dataclass
+class CountingRealtime(MemoryRealtimeStore):
+    """The memory backend, recording the budget of every read."""
+
+    budgets: list[FilterRowsBudget | None] = field(default_factory=list)
+
+    async def filter_rows_snapshot(
+        self, site: str, days: Any, budget: FilterRowsBudget | None = None
+    ) -> FilterRowsSnapshot:
+        self.budgets.append(budget)
+        return await super().filter_rows_snapshot(site, days, budget)
+
+
+class Generations(FakeBatch):
+    """Several generations, the served one switchable."""
+
+    def __init__(self, *gens: Generation) -> None:
+        super().__init__(gens[0])
+        self.by_gen = {g.gen: g for g in gens}
+
+    async def generation(self, gen: int) -> Generation:
+        return self.by_gen[gen]
+
+
+def _realtime(gen: int = 3, pageviews: int = 4) -> CountingRealtime:
+    """Realtime rows of generation ``gen`` in two streams on two days: 5 rows of the site's DE
+    visitor 1, 3 of other visitors."""
+    store = CountingRealtime(served=Served(gen, {0: 100}), commit=SpeedCommit(7, {0: 130}))
+    store.views[gen] = frozenset({MARK})
+    five = [_row(country="DE", visitor=1, pageviews=pageviews, hour=h, day=DAYS[2]) for h in range(5)]
+    three = [_row(country="DE", visitor=10 + i, pageviews=1, day=DAYS[1]) for i in range(3)]
+    store.append_filter_rows(gen, SITE, DAYS[2].isoformat(), _blob(five))
+    store.append_filter_rows(gen, SITE, DAYS[1].isoformat(), _blob(three))
+    return store
+
+
+@pytest.fixture()
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of streams each decode of the service got (a spy on it: the decode is no store)."""
+    calls: list[int] = []
+    real = service_module.decode_blobs
+
+    def spy(blobs: list[bytes]) -> Any:
+        calls.append(len(blobs))
+        return real(blobs)
+
+    monkeypatch.setattr(service_module, "decode_blobs", spy)
+    return calls
+
+
+def test_realtime_rows_over_the_row_limit_are_refused_before_they_are_fetched(
+    tmp_path: Any, decoded: list[int]
+) -> None:
+    realtime = _realtime()
+    service, _ = _service(tmp_path, realtime, _generation())
+    a = asyncio.run(service.answer(parse(**COMBINED)))
+    assert [r.metrics for r in a.results] == [(5, 26)]
+    assert a.scanned_rows is not None
+    batch_rows = a.scanned_rows - 8
+    assert batch_rows >= 3 and decoded == [2] and realtime.filter_reads == 1
+    # The service's first read asks for the counts alone; the next, for the rows within the limit.
+    assert realtime.budgets == [COUNTS_ONLY, FilterRowsBudget(3, 10**7 - batch_rows, 256 * 2**20)]
+
+    for limit in (a.scanned_rows - 1, batch_rows, batch_rows - 1):
+        service, _ = _service(tmp_path, realtime, _generation(), max_rows=limit)
+        for _ in range(2):  # a service's first query (counts alone) and the next (a budget)
+            with pytest.raises(TooManyRows) as exc:
+                asyncio.run(service.answer(parse(**COMBINED)))
+            assert (exc.value.rows, exc.value.limit) == (a.scanned_rows, limit)
+            assert "LAMBDA_API_FILTER_MAX_ROWS" in exc.value.problem
+        assert realtime.budgets[-1] == FilterRowsBudget(3, limit - batch_rows, 256 * 2**20)
+    assert decoded == [2] and realtime.filter_reads == 1, "nothing fetched nor decoded"
+
+    service, _ = _service(tmp_path, realtime, _generation(), max_rows=a.scanned_rows)
+    assert asyncio.run(service.answer(parse(**COMBINED))).results == a.results  # at the limit: read
+
+
+def test_realtime_rows_over_the_bytes_limit_are_refused_before_they_are_fetched(
+    tmp_path: Any, decoded: list[int]
+) -> None:
+    realtime = _realtime()
+    nbytes = sum(b for _, b in realtime.filter_sizes.values())
+    assert nbytes > sum(len(b) for blobs in realtime.filter_rows.values() for b in blobs)  # plus decoded
+    service, _ = _service(tmp_path, realtime, _generation(), max_realtime_bytes=nbytes - 1)
+    for _ in range(2):
+        with pytest.raises(TooMuchRealtime) as exc:
+            asyncio.run(service.answer(parse(**COMBINED)))
+        assert exc.value.ctx == {"bytes": nbytes, "limit": nbytes - 1}
+        assert "LAMBDA_API_FILTER_MAX_REALTIME_MB" in exc.value.problem and exc.value.param == "date_range"
+    assert decoded == [] and realtime.filter_reads == 0
+    service, _ = _service(tmp_path, realtime, _generation(), max_realtime_bytes=nbytes)
+    assert [r.metrics for r in asyncio.run(service.answer(parse(**COMBINED))).results] == [(5, 26)]
+    assert decoded == [2]
+
+
+def test_a_read_budgeted_for_a_generation_no_longer_served_is_made_again(tmp_path: Any) -> None:
+    realtime = _realtime()
+    gen3, gen4 = _generation(), replace(_generation(), gen=4, cut={0: 120})
+    service, engine = _service(tmp_path, realtime, gen3)
+    engine.batch = Generations(gen3, gen4)
+    asyncio.run(service.answer(parse(**COMBINED)))
+    asyncio.run(service.answer(parse(**COMBINED)))
+    assert [b.gen if b else None for b in realtime.budgets] == [-1, 3, 3]
+    # Generation 4 is served now, with other realtime rows: the budget for 3 reads nothing.
+    four = _realtime(gen=4, pageviews=1)
+    realtime.served = four.served
+    realtime.filter_rows, realtime.filter_sizes = four.filter_rows, four.filter_sizes
+    realtime.views[4] = frozenset({MARK})
+    a = asyncio.run(service.answer(parse(**COMBINED)))
+    assert [b.gen if b else None for b in realtime.budgets] == [-1, 3, 3, 3, 4]
+    assert a.coverage.generation == 4 and [r.metrics for r in a.results] == [(5, 11)]
 
 
 def _visit(visitor: int, views: int, duration_ms: int, sign: int = 1, **kw: Any) -> dict[str, Any]:

@@ -67,10 +67,14 @@ def test_one_stream_per_generation_site_and_day_decodes_to_its_rows(compression:
     for gen, rows in ((0, rows0), (1, rows1)):
         for r in rows:
             expected.setdefault(keys.filter_rows_key(gen, r["site"], r["day"].isoformat()), []).append(r)
-    assert set(blobs) == set(expected)
+    assert set(blobs) == set(expected) == set(sink.sizes)
     for key, blob in blobs.items():
         table = decode_blobs([blob])
         assert table.schema == filter_table.arrow_schema()
+        # The counts the flush adds: the stream's rows, and its bytes plus its rows' Arrow size.
+        n, nbytes = sink.sizes[key]
+        assert n == table.num_rows
+        assert len(blob) + 0.95 * table.nbytes <= nbytes <= len(blob) + 1.25 * table.nbytes
         got = table.to_pylist()
         assert ordered(got) == ordered(expected[key])
         # In the table's order within a stream: site, page, hour.
