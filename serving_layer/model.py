@@ -126,6 +126,9 @@ class FilterRowsSnapshot:
     withheld: bool = False
     """The lists were not read (``blobs`` is empty though ``rows`` may not be 0): the read's
     :class:`FilterRowsBudget` did not allow them."""
+    visit_flags: frozenset[str] = frozenset()
+    """The served generation's ``site|day`` whose realtime visits may not be exact (as
+    RealtimeSnapshot.visit_flags), read at the same instant."""
 
 
 class ServingError(RuntimeError):

@@ -314,11 +314,12 @@ class MemoryRealtimeStore:
         sizes = [self.filter_sizes.get((g, site, day), (0, 0)) for day in days]
         rows, nbytes = sum(r for r, _ in sizes), sum(b for _, b in sizes)
         views = self.views.get(g)
+        flags = frozenset(self.visit_flags.get(g, ()))
         if budget is not None and not budget.allows(g, rows, nbytes):
-            return FilterRowsSnapshot(self.served, self.commit, views, [], None, rows, nbytes, True)
+            return FilterRowsSnapshot(self.served, self.commit, views, [], None, rows, nbytes, True, flags)
         blobs = [b for day in days for b in self.filter_rows.get((g, site, day), [])]
         self.filter_reads += bool(blobs)
-        return FilterRowsSnapshot(self.served, self.commit, views, blobs, None, rows, nbytes)
+        return FilterRowsSnapshot(self.served, self.commit, views, blobs, None, rows, nbytes, False, flags)
 
     async def ping(self) -> None:
         self._check()

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving_layer.answers import Coverage, Visits, lost_of
-from serving_layer.engine import QueryEngine
-from serving_layer.filters.model import PAGEVIEWS, VISITORS, FilterQuery, QueryAnswer, Row
+from serving_layer.engine import QueryEngine, visits_exactness
+from serving_layer.filters.model import PAGEVIEWS, VISIT_METRICS, VISITORS, FilterQuery, QueryAnswer, Row
 from serving_layer.filters.path import CostCheck, answer_from_views, views_plan
 from serving_layer.filters.scan import Scanner
 from serving_layer.filters.sql import result_columns
@@ -71,7 +71,7 @@ class FilterService:
         return await self.scan(q)
 
     async def scan(self, q: FilterQuery) -> QueryAnswer:
-        coverage, files, rows, realtime = await self._parts(q)
+        coverage, files, rows, realtime, flags = await self._parts(q)
         scanned = await self.scanner.scan(q, files, realtime)
         n_dims, names = result_columns(q)
         out = []
@@ -85,11 +85,17 @@ class FilterService:
         total = scanned.total if scanned.rows or q.offset == 0 else None
         if not q.dimensions:
             total = 1
-        return QueryAnswer(q, "filter_table", out, coverage, {m: True for m in q.metrics}, total, (), rows)
+        # Visit figures are not exact where the realtime part flagged a day of the site (a view
+        # later than its visit state's horizon: speed_layer.visits); with an entry or exit page,
+        # every figure is the visits'.
+        visits = visits_exactness(flags, {q.site}, q.days)
+        exact = {m: visits.exact if q.per_visit or m in VISIT_METRICS else True for m in q.metrics}
+        notes = () if visits.exact or visits.reason is None else (visits.reason,)
+        return QueryAnswer(q, "filter_table", out, coverage, exact, total, notes, rows)
 
-    async def _parts(self, q: FilterQuery) -> tuple[Coverage, list[str], int, Any | None]:
-        """The coverage (of the served generation), the batch part's files, the rows to scan and the
-        realtime part's Arrow rows (None without them), within the limits.
+    async def _parts(self, q: FilterQuery) -> tuple[Coverage, list[str], int, Any | None, frozenset[str]]:
+        """The coverage (of the served generation), the batch part's files, the rows to scan, the
+        realtime part's Arrow rows (None without them) and its visit flags, within the limits.
 
         The realtime read carries a budget (serving_layer.model.FilterRowsBudget): the rows and bytes
         left by the batch part of the generation the last read found served. Redis returns the
@@ -126,7 +132,7 @@ class FilterService:
             table = await asyncio.to_thread(decode_blobs, list(rt.blobs)) if rt.blobs else None
             rows = batch.rows + (0 if table is None else int(table.num_rows))
             scanner.check_rows(rows)
-            return coverage, batch.files, rows, table
+            return coverage, batch.files, rows, table, rt.visit_flags
         else:
             engine.on_degraded("redis", RealtimeUnavailable(f"the served generation changed {READS} times"))
         served = await engine.batch.served_generation()
@@ -138,7 +144,7 @@ class FilterService:
         )
         batch = await self._batch_part(served, q)
         scanner.check_rows(batch.rows)
-        return coverage, batch.files, batch.rows, None
+        return coverage, batch.files, batch.rows, None, frozenset()
 
     async def _batch_part(self, gen: GenerationInfo, q: FilterQuery) -> _BatchPart:
         """``gen``'s Parquet files of the query's days and their rows a scan of its site may read

@@ -284,6 +284,7 @@ class RedisRealtimeReader:
             keys.VIEWS_SUFFIX,
             keys.filter_sizes_suffix(site),
             *(("", 0, 0) if budget is None else (budget.gen, budget.rows, budget.nbytes)),
+            FLAGS_SUFFIX,
         ]
         for day in days:
             args += [keys.filter_suffix(site, day), keys.filter_rows_field(day), keys.filter_bytes_field(day)]
@@ -293,10 +294,11 @@ class RedisRealtimeReader:
             return FilterRowsSnapshot(None, commit, None, [])
         served = self._served.get(reply[0])
         rows, nbytes, read = (int(n) for n in reply[3])
-        blobs = [bytes(blob) for elements in reply[4:] for blob in elements]
+        flags = frozenset(m.decode() for m in reply[4])
+        blobs = [bytes(blob) for elements in reply[5:] for blob in elements]
         stamp = None if reply[1] is None else (reply[0], reply[1], frozenset(reply[2]))
         views = keys.decode_views(reply[2])
-        return FilterRowsSnapshot(served, commit, views, blobs, stamp, rows, nbytes, not read)
+        return FilterRowsSnapshot(served, commit, views, blobs, stamp, rows, nbytes, not read, flags)
 
     async def _fcall(self, args: list[EncodableT], name: str | None = None) -> list[Any]:
         """The reply of the snapshot function (or the library's function ``name``); loads the

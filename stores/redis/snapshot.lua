@@ -77,23 +77,23 @@ end
 -- KEYS: the served pointer, the speed layer's commit.
 -- ARGV: the realtime prefix, the suffix of the generation's set of counted views, the suffix of the
 --   site's hash of sizes (stores.redis.keys.filter_sizes_suffix), the budget: the generation it is
---   for ('' for no budget: the lists are read whatever their size), its rows and its bytes; then
---   per day its list's key suffix (stores.redis.keys.filter_suffix), its rows field and its bytes
---   field in the hash of sizes.
+--   for ('' for no budget: the lists are read whatever their size), its rows and its bytes; the
+--   suffix of the generation's set of visit flags; then per day its list's key suffix
+--   (stores.redis.keys.filter_suffix), its rows field and its bytes field in the hash of sizes.
 -- Reply: {served, commit} when nothing is served, else {served, commit, views, {rows, bytes, read},
---   list 1's elements, ...}, the lists' elements only when read is 1.
+--   visit flags, list 1's elements, ...}, the lists' elements only when read is 1.
 local function filters(keys, args)
   local served, commit, prefix = served_generation(keys, args)
   if not prefix then
     return {false, commit}
   end
-  local n = (#args - 6) / 3
+  local n = (#args - 7) / 3
   local rows, bytes = 0, 0
   if n > 0 then
     local fields = {}
     for d = 1, n do
-      fields[2 * d - 1] = args[6 + 3 * d - 1]
-      fields[2 * d] = args[6 + 3 * d]
+      fields[2 * d - 1] = args[7 + 3 * d - 1]
+      fields[2 * d] = args[7 + 3 * d]
     end
     local sizes = redis.call('HMGET', prefix .. args[3], unpack(fields))
     for d = 1, n do
@@ -103,10 +103,16 @@ local function filters(keys, args)
   end
   local read = args[4] == ''
     or (prefix == args[1] .. args[4] .. ':' and rows <= tonumber(args[5]) and bytes <= tonumber(args[6]))
-  local reply = {served, commit, redis.call('SMEMBERS', prefix .. args[2]), {rows, bytes, read and 1 or 0}}
+  local reply = {
+    served,
+    commit,
+    redis.call('SMEMBERS', prefix .. args[2]),
+    {rows, bytes, read and 1 or 0},
+    redis.call('SMEMBERS', prefix .. args[7]),
+  }
   if read then
     for d = 1, n do
-      reply[#reply + 1] = redis.call('LRANGE', prefix .. args[6 + 3 * d - 2], 0, -1)
+      reply[#reply + 1] = redis.call('LRANGE', prefix .. args[7 + 3 * d - 2], 0, -1)
     end
   end
   return reply

@@ -6,6 +6,7 @@ the answer of the filter table's path from a fake snapshot."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import re
@@ -654,3 +655,21 @@ def test_visit_metrics_per_page_are_a_422_naming_the_parameter() -> None:
         page = [f"https://{SITE}/"]
         parse(filters=[["is", "event:page", page], ["is", "visit:entry_page", page]])
     assert exc.value.param == "filters" and "entry_page" in exc.value.problem
+
+
+def test_visit_figures_of_a_flagged_day_are_not_exact(tmp_path: Any) -> None:
+    """The realtime part flagged a day of the site (a view later than the visit state's horizon):
+    the visit metrics say they are not exact and why; page views and visitors stay exact, unless
+    the query names an entry page (then every figure is the visits')."""
+    flags = frozenset({f"{SITE}|{DAYS[1].isoformat()}"})
+    realtime = [_visit(1, 2, 60_000, country="DE")]
+    rt = Rows(Served(3, {0: 100}), SpeedCommit(7, {0: 130}), frozenset({f"{NAME}@f1"}), [_blob(realtime)])
+    rt = dataclasses.replace(rt, visit_flags=flags)
+    service, _ = _service(tmp_path, FakeRealtime(rt), _generation())
+    a = asyncio.run(service.answer(parse(filters=COMBINED["filters"], metrics=["pageviews", "visits"])))
+    assert a.exact == {"pageviews": True, "visits": False} and DAYS[1].isoformat() in a.notes[0]
+    entry = ["is", "visit:entry_page", [f"https://{SITE}/"]]
+    a = asyncio.run(service.answer(parse(filters=[*COMBINED["filters"], entry], metrics=["pageviews"])))
+    assert a.exact == {"pageviews": False}
+    late = parse(filters=COMBINED["filters"], metrics=["visits"], date_range=["2026-11-22", "2026-11-22"])
+    assert asyncio.run(service.answer(late)).exact == {"visits": True}  # another day
