@@ -197,8 +197,16 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
 
 def with_visits(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
     """The events moved by visitor, each with its visit (views.sessions.sessionised, first and last
-    keys of ``dimensions``): window functions clustered by visitor-day, no exchange."""
-    return sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
+    keys of ``dimensions``): window functions clustered by visitor-day, no exchange.
+
+    The visit (:data:`views.sessions.VISIT`) is kept on the row that closes it only (null on the
+    others) and the summaries' own columns are dropped: the rows are the moved events plus one
+    struct per visit, which is what the batch layer keeps between its two writes."""
+    from pyspark.sql import functions as F
+
+    visit = F.col(sessions.VISIT)
+    rows = sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
+    return rows.select(*moved.columns, F.when(visit["closes"], visit).alias(sessions.VISIT))
 
 
 def count_sessionised(rows: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
@@ -206,7 +214,7 @@ def count_sessionised(rows: DataFrame, dimensions: Sequence[Dimension], by: Sequ
     over ``dimensions`` or more: the filter table's write reads the same rows)."""
     from pyspark.sql import functions as F
 
-    closes = F.col(f"{sessions.VISIT}.closes")
+    closes = F.col(f"{sessions.VISIT}.closes")  # null on the rows that close no visit: no visit
     wide = wide_level_entries(dimensions)
     entries = F.when(closes, F.concat(wide, sessions.visit_entries(dimensions))).otherwise(wide)
     return (
