@@ -14,7 +14,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,7 @@ from confluent_kafka import Producer
 
 from batch_layer.job import BatchJob
 from config.settings import Settings
-from contract import ContractError, PageView, decode, encode
-from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
+from contract import PageView, encode, site_of
 from ingest.topics import log_end_offsets
 from speed_layer.job import SpeedJob
 from stack import control
@@ -41,8 +42,13 @@ from tests.integration.conftest import (
     realtime_documents,
     traffic,
 )
+from tests.integration.contract.test_contract_everywhere import (
+    assert_dead_lettered_once_each,
+    invalid_records,
+)
 from tests.integration.filters_check import assert_filters_match
-from tests.oracle import first_copies, read_log, recount, recount_past
+from tests.oracle import dedup, first_copies, read_log, recount, recount_past
+from views import filter_table
 
 BAD_RECORDS = [b"{not json", b'{"event_id":"x1","visitor_id":"v"}']
 
@@ -93,12 +99,61 @@ def served_cut(settings: Settings) -> tuple[int, dict[int, int]]:
     return served.gen, served.cut
 
 
-def produce_raw(settings: Settings, payloads: list[bytes]) -> None:
-    """Records written straight to `events`, bypassing ingest's validation."""
+def produce_raw(settings: Settings, payloads: list[bytes], keys: list[bytes] | None = None) -> None:
+    """Records written straight to `events`, bypassing ingest's validation (``keys``: the message
+    key of each; ingest keys by ``visitor_id``, and the same key lands in the same partition)."""
     raw = Producer({"bootstrap.servers": settings.kafka_bootstrap})
-    for payload in payloads:
-        raw.produce(settings.events_topic, payload)
+    for i, payload in enumerate(payloads):
+        raw.produce(settings.events_topic, payload, None if keys is None else keys[i])
     assert raw.flush(30) == 0
+
+
+def changed_resends(settings: Settings, events: list[PageView]) -> None:
+    """Re-sends of ``events`` straight to `events` with the same ``event_id`` and key (so the same
+    partition) and every other field the filter table reads changed: page, country, device,
+    referrer, hour. Duplicates by the contract's rule (contract.duplicates): counted by no layer."""
+    urls = sorted({e.url for e in events})
+    bot, tool = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "curl/8.5.0"
+    changed = [
+        e.model_copy(
+            update={
+                "url": urls[(i * 7 + 1) % len(urls)],
+                "country": "JP" if e.country == "NL" else "NL",
+                "user_agent": tool if e.user_agent == bot else bot,
+                "referrer": None if e.referrer else "https://www.bing.com/",
+                "ts": e.ts - timedelta(hours=2),
+            }
+        )
+        for i, e in enumerate(events)
+    ]
+    produce_raw(settings, [encode(e) for e in changed], [e.visitor_id.encode() for e in changed])
+
+
+def filter_table_pageviews(
+    settings: Settings, day_map: dict[str, int], gen: int
+) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """(site, day) -> page views of the filter table's batch part (the files ``day_map`` names) and
+    of its realtime part (generation ``gen``'s rows in Redis), read straight from the stores."""
+    import pyarrow.parquet as pq
+
+    from stores.parquet.filter_table import batch_files
+    from stores.redis.filter_rows import decode_blobs
+    from tests.integration.speed_layer.test_speed_filter_rows import stored_lists
+
+    batch: Counter[tuple[str, str]] = Counter()
+    for path in batch_files(settings.filter_table_uri, day_map):
+        day = Path(path).parent.name.removeprefix(f"{filter_table.DAY}=")
+        part = pq.read_table(path, columns=[filter_table.SITE, "pageviews"]).to_pydict()
+        for site, pv in zip(part[filter_table.SITE], part["pageviews"], strict=True):
+            batch[(site, day)] += pv
+    realtime: Counter[tuple[str, str]] = Counter()
+    for blobs in stored_lists(settings, gen).values():
+        rows = decode_blobs(blobs).to_pydict()
+        for site, day, pv in zip(
+            rows[filter_table.SITE], rows[filter_table.DAY], rows["pageviews"], strict=True
+        ):
+            realtime[(site, day.isoformat())] += pv
+    return batch, realtime
 
 
 class SpeedProcess:
@@ -197,16 +252,30 @@ def produce_in_background(
 
 def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings, spark: Any) -> None:
     """Re-sends of events below the cut, late events, out-of-order events and invalid records:
-    the realtime views of a generation hold exactly the events whose first copy is past its cut."""
+    the realtime views of a generation hold exactly the events whose first copy is past its cut.
+
+    Records that bypassed ingest go straight to `events` before the batch's cut and after it: one
+    of each breach of the contract (test_contract_everywhere's), and re-sends whose fields changed.
+    Neither layer counts them, in the views or in the filter table (both parts), and each layer
+    dead-letters every invalid record it reads with ingest's reason."""
     first = produce(platform, live(seed=1, total=5_000))
+    invalid_below = invalid_records("below")
+    produce_raw(platform, invalid_below)
+    changed_resends(platform, first[1_000:1_300])
     batch = BatchJob(platform, spark)
     try:
-        gen = batch.run().gen
+        summary = batch.run()
+        served_gen = batch.registry.served()
+        assert served_gen is not None
+        gen, day_map = summary.gen, served_gen.day_map[filter_table.NAME]
     finally:
         batch.close()
-    produce(platform, live(seed=2, total=5_000))
+    assert summary.invalid_records == len(invalid_below)
+    second = produce(platform, live(seed=2, total=5_000))
     produce(platform, [encode(e) for e in first[:1_000]])  # re-sends of events the batch views hold
-    produce_raw(platform, BAD_RECORDS)
+    invalid_past = BAD_RECORDS + invalid_records("past")
+    produce_raw(platform, invalid_past)
+    changed_resends(platform, first[1_300:1_500] + second[:300])  # of events below and past the cut
 
     # The other tests' micro-batches are small enough for one task: this one takes the shuffled
     # path of large micro-batches.
@@ -215,23 +284,32 @@ def test_realtime_views_count_exactly_the_events_past_the_cut(platform: Settings
     served, cut = served_cut(platform)
     assert served == gen and cut
     log = read_log(platform.kafka_bootstrap, platform.events_topic)
+    # The recount's input is the valid events as produced: the invalid records and the changed
+    # re-sends are not among the first copies the oracle reads from the log.
+    assert sum(1 for r in log if r.event is None) == len(invalid_below) + len(invalid_past)
+    kept = first_copies(log)
+    valid = [r.event for r in kept if r.event]
+    assert Counter(map(encode, valid)) == Counter(map(encode, dedup(first + second)))
     assert_realtime_matches(realtime_documents(platform, gen), recount_past(log, cut))
-    assert_merged_matches(platform, recount(r.event for r in first_copies(log) if r.event))
+    assert_merged_matches(platform, recount(valid))
     assert commit_of(platform).offsets == log_end_offsets(platform)
 
-    from tests.integration.ingest.test_ingest_kafka import consume_all
+    # The filter table: each part holds exactly the valid first copies on its side of the cut ...
+    sides: dict[bool, Counter[tuple[str, str]]] = {False: Counter(), True: Counter()}
+    for r in kept:
+        if r.event:
+            sides[r.offset >= cut.get(r.partition, 0)][
+                (site_of(r.event.url), r.event.ts.strftime("%Y-%m-%d"))
+            ] += 1
+    assert filter_table_pageviews(platform, day_map, gen) == (sides[False], sides[True])
+    # ... and POST /v2/query answers combined filters over both as the recount of them does.
+    assert_filters_match(platform, valid, at=1)
 
-    rejects = [
-        m
-        for m in consume_all(platform, platform.dlq_topic)
-        if dict(m.headers())[DLQ_SOURCE_HEADER] == b"speed-layer"
-    ]
-    assert sorted(m.value() or b"" for m in rejects) == sorted(BAD_RECORDS)
-    for m in rejects:  # the reason ingest gives, and a key naming the record's log position
-        with pytest.raises(ContractError) as rejected:
-            decode(m.value())
-        assert dict(m.headers())[DLQ_REASON_HEADER].decode() == rejected.value.reason
-        assert dict(m.headers())[DLQ_KEY_HEADER].decode().startswith(f"speed-layer:{platform.events_topic}:")
+    # Each layer dead-letters the invalid records it read, with ingest's reason, under a key
+    # naming the record's log position: the batch layer those below its cut, the speed layer all
+    # (it reads from one dedup window before the cut).
+    assert_dead_lettered_once_each(platform, "batch-absorb", invalid_below)
+    assert_dead_lettered_once_each(platform, "speed-layer", invalid_below + invalid_past)
 
     # A second run over the same checkpoint finds nothing new and changes nothing.
     before = realtime_documents(platform, gen)
