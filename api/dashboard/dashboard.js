@@ -13,20 +13,25 @@
 // Filters (filters.js): a click on a value in a table adds `is <dimension> <value>` (an `f`
 // parameter, a new history entry, so back and forward move between filters). While any is active
 // the top numbers, the chart and the tables are read from POST /v2/query with every filter
-// (combined with AND), and show page views and visitors only: the visit figures say they are not
-// available with filters. Without filters the page reads the GET /v1 endpoints as before.
+// (combined with AND), one query per panel, each for the metrics that panel shows. Every figure is
+// given then but the visit figures under a page filter (visits are not kept per page: those figures
+// say so and point to the entry page); the entry and exit page tables are not given with a page
+// filter, nor the page table with an entry or exit page filter. Without filters the page reads the
+// GET /v1 endpoints as before.
 
 import uPlot from "./vendor/uplot/uPlot.esm.js";
 import {
   FILTER_DIMENSIONS,
-  FILTER_METRICS,
   NOT_WITH_FILTERS,
+  availableMetrics,
   canFilterBy,
   filtersQuery,
+  metricUnavailable,
   queryBody,
   readFilters,
   renderChips,
   rowsOf,
+  tableUnavailable,
   timeOf,
   unscoped,
   withFilter,
@@ -49,7 +54,6 @@ const METRIC_NAMES = {
   bounce_rate: "Bounce rate",
   visit_duration: "Visit duration",
 };
-const VISIT_METRICS = new Set(["visits", "views_per_visit", "bounce_rate", "visit_duration"]);
 // Each breakdown panel names its dimension and the metrics of its columns in the HTML.
 const BREAKDOWNS = [...document.querySelectorAll(".breakdown")].map((section) => ({
   section,
@@ -57,6 +61,9 @@ const BREAKDOWNS = [...document.querySelectorAll(".breakdown")].map((section) =>
   metrics: section.dataset.metrics.split(","),
 }));
 const BREAKDOWN_LIMIT = 10;
+// POST /v2/query requests of one load in flight at once: the API scans the filter table a few at a
+// time and refuses (429) what would wait beyond its queue, so the page does not send all at once.
+const QUERIES_AT_ONCE = 4;
 const MAIN_RELOAD_MS = 60_000; // a range that includes the current hour is re-queried this often
 
 const $ = (id) => document.getElementById(id);
@@ -361,17 +368,17 @@ function chartData(series, metric) {
   ];
 }
 
-/** The metric charted: the chosen one, but with filters a visit metric (no figure) gives way to visitors. */
+/** The metric charted: the chosen one, but a visit metric (no figure with a page filter) gives way to visitors. */
 function chartMetric() {
-  return state.filters.length && !FILTER_METRICS.includes(state.metric) ? "visitors" : state.metric;
+  return metricUnavailable(state.filters, state.metric) ? "visitors" : state.metric;
 }
 
-/** The six numbers' radio buttons: the visit metrics cannot be chosen while filters are active. */
+/** The six numbers' radio buttons: the visit metrics cannot be chosen while a page filter is active. */
 function syncMetricRadios() {
   const shown = chartMetric();
   for (const radio of document.querySelectorAll("input[name=metric]")) {
     radio.checked = radio.value === shown;
-    radio.disabled = state.filters.length > 0 && !FILTER_METRICS.includes(radio.value);
+    radio.disabled = Boolean(metricUnavailable(state.filters, radio.value));
   }
 }
 
@@ -415,18 +422,19 @@ function metricCell(metric, value) {
   return cell(f.text, { num: true, title: f.title, metric, raw: f.raw });
 }
 
-// What a visit figure shows while filters are active (POST /v2/query gives page views and visitors).
+// What a figure the filtered answer cannot give shows (a visit figure with a page filter).
 const UNAVAILABLE = "—";
 
-function unavailableCell(metric) {
-  const td = cell(UNAVAILABLE, { num: true, title: NOT_WITH_FILTERS, metric, raw: null });
+function unavailableCell(metric, reason) {
+  const td = cell(UNAVAILABLE, { num: true, title: reason, metric, raw: null });
   td.dataset.unavailable = "true";
   return td;
 }
 
-/** A figure of a row: "—" for a metric the filtered answer has not. */
-function rowCell(metric, value, filtered) {
-  return filtered && !FILTER_METRICS.includes(metric) ? unavailableCell(metric) : metricCell(metric, value);
+/** A figure of a row: "—" for a metric the answer has none of (`unavailable`: metric to why). */
+function rowCell(metric, value, unavailable) {
+  const reason = unavailable && unavailable[metric];
+  return reason ? unavailableCell(metric, reason) : metricCell(metric, value);
 }
 
 function messageRow(tbody, text, columns) {
@@ -482,14 +490,14 @@ function renderTotals(answer) {
   for (const metric of METRICS) {
     const value = answer.total[metric];
     const tile = document.querySelector(`#metric [data-metric="${metric}"]`);
-    const unavailable = Boolean(answer.filtered) && !FILTER_METRICS.includes(metric);
-    tile.title = unavailable ? NOT_WITH_FILTERS : "";
-    tile.dataset.unavailable = String(unavailable);
-    if (unavailable) {
+    const reason = (answer.unavailable && answer.unavailable[metric]) || "";
+    tile.title = reason;
+    tile.dataset.unavailable = String(Boolean(reason));
+    if (reason) {
       $(`total-${metric}`).textContent = UNAVAILABLE;
       tile.dataset.value = "";
       delete tile.dataset.exact;
-      tile.querySelector(".exactness").textContent = NOT_WITH_FILTERS;
+      tile.querySelector(".exactness").textContent = reason;
       tile.querySelector(".exactness").title = "";
       renderChange(tile, metric, null);
       continue;
@@ -567,7 +575,7 @@ function renderSeries(answer) {
       cell(fmtTime(Date.parse(p.start)), { tag: "th" }),
       metricCell("visitors", p.visitors),
       cell(v.band, { num: true }),
-      ...METRICS.filter((m) => m !== "visitors").map((m) => rowCell(m, p[m], answer.filtered)),
+      ...METRICS.filter((m) => m !== "visitors").map((m) => rowCell(m, p[m], answer.unavailable)),
     );
     return tr;
   });
@@ -588,9 +596,9 @@ function renderBreakdown({ section, dimension, metrics }, result) {
   const answer = result.value;
   view.breakdowns[dimension] = answer;
   const filtered = Boolean(answer.filtered);
-  // Ranked by page views, or by visits for a dimension that counts visits only (by visitors with
-  // filters: they give no visits).
-  const ranked = metrics.includes("pageviews") ? "pageviews" : filtered ? "visitors" : "visits";
+  // Ranked by page views, or by visits for a dimension that counts visits only (by visitors when
+  // visits have no figure: a page filter).
+  const ranked = rankedBy(metrics, filtered ? state.filters : []);
   const noun = { pageviews: "page views", visits: "visits", visitors: "visitors" }[ranked];
   const total = filtered ? null : answer.totals[ranked];
   const inAll = total == null ? "" : ` · ${fmtInt(total)} ${noun} in all`;
@@ -611,10 +619,10 @@ function renderBreakdown({ section, dimension, metrics }, result) {
   const rows = answer.entries.map((e) => {
     const tr = document.createElement("tr");
     tr.dataset.value = e.value;
-    const cells = metrics.map((m) => rowCell(m, e[m], filtered));
+    const cells = metrics.map((m) => rowCell(m, e[m], answer.unavailable));
     const share = total ? ` (${Math.round((100 * e[ranked]) / total)}%)` : "";
     const rankedValue = ranked === "visitors" ? e.visitors && e.visitors.estimate : e[ranked];
-    cells[metrics.indexOf(ranked)].title = `${fmtInt(rankedValue)} ${noun}${share}`;
+    if (metrics.includes(ranked)) cells[metrics.indexOf(ranked)].title = `${fmtInt(rankedValue)} ${noun}${share}`;
     tr.append(cell(String(e.rank), { num: true }), valueCell(dimension, e.value), ...cells);
     return tr;
   });
@@ -643,11 +651,19 @@ function valueCell(dimension, shown) {
   return th;
 }
 
-/** A table that cannot be given with filters (entry and exit pages: visits' pages), and why. */
-function renderUnfilterable({ section, dimension, metrics }) {
+/** What a table is ranked by: page views, else visits (a dimension that counts visits only), else
+ *  visitors (visits have no figure under `filters`: a page filter). */
+function rankedBy(metrics, filters) {
+  if (metrics.includes("pageviews")) return "pageviews";
+  return metricUnavailable(filters, "visits") ? "visitors" : "visits";
+}
+
+/** A table that cannot be given with these filters (a page and a visit's entry or exit page never
+ *  go together), and why. */
+function renderUnfilterable({ section, dimension, metrics }, reason) {
   view.breakdowns[dimension] = null;
   section.querySelector(".days").textContent = "";
-  messageRow(section.querySelector("tbody"), `Not available with filters: ${section.querySelector("h2").textContent.toLowerCase()} are visits' pages, and filtered figures count page views and visitors only.`, 2 + metrics.length);
+  messageRow(section.querySelector("tbody"), reason, 2 + metrics.length);
 }
 
 function clearMain(reason) {
@@ -790,28 +806,72 @@ function buckets(from, to, unit) {
   return starts;
 }
 
+/** `tasks` (functions giving promises) run at most `n` at a time; their results as allSettled gives them. */
+function settledAtMost(n, tasks) {
+  const results = new Array(tasks.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      try {
+        results[i] = { status: "fulfilled", value: await tasks[i]() };
+      } catch (reason) {
+        results[i] = { status: "rejected", reason };
+      }
+    }
+  };
+  return Promise.all(Array.from({ length: Math.min(n, tasks.length) }, worker)).then(() => results);
+}
+
+/** A filtered answer's figures of every metric as a /v1 answer has them: those not asked (no figure
+ *  with these filters) null, those asked as answered (none: 0 for a count, null for a ratio). */
+function figuresOf(row, asked) {
+  const out = {};
+  for (const m of METRICS) {
+    const value = asked.includes(m) && row ? row[m] : undefined;
+    if (m === "visitors") out[m] = value || { estimate: 0, lower: null, upper: null, exact: true };
+    else if (m === "pageviews" || m === "visits") out[m] = asked.includes(m) ? (value ?? 0) : null;
+    else out[m] = value ?? null;
+  }
+  return out;
+}
+
+/** Each metric of `metrics` that has no figure under the filters, with why. */
+function unavailableOf(metrics) {
+  return Object.fromEntries(metrics.map((m) => [m, metricUnavailable(state.filters, m)]).filter(([, why]) => why));
+}
+
 /** The panels with filters: POST /v2/query for the total, the series and each table that can be
- *  filtered, every filter in each; the answers are shaped as the /v1 answers they stand for. */
+ *  given with them, every filter in each, each for the metrics its panel shows (but the visit
+ *  metrics with a page filter); the answers are shaped as the /v1 answers they stand for. */
 async function loadFiltered(controller, from, to) {
   const ask = { site: state.site, from, to, filters: state.filters };
   const unit = state.granularity === "hour" ? HOUR : DAY;
   const bucket = unit === HOUR ? "time:hour" : "time:day";
+  const metrics = availableMetrics(state.filters, METRICS);
   view.query = { site: state.site, granularity: unit === HOUR ? "hour" : "day", from: iso(from), to: iso(to), filters: state.filters };
   view.queries = {
-    total: { path: "v2/query", body: queryBody(ask) },
-    series: { path: "v2/query", body: queryBody({ ...ask, dimensions: [bucket] }) },
+    total: { path: "v2/query", body: queryBody({ ...ask, metrics }) },
+    series: { path: "v2/query", body: queryBody({ ...ask, metrics, dimensions: [bucket] }) },
   };
-  const tables = BREAKDOWNS.filter((b) => canFilterBy(b.dimension));
+  const tables = BREAKDOWNS.filter((b) => !tableUnavailable(state.filters, b.dimension));
   for (const b of tables) {
-    const order = b.metrics.includes("pageviews") ? "pageviews" : "visitors";
-    view.queries[b.dimension] = { path: "v2/query", body: queryBody({ ...ask, dimensions: [b.dimension], order, limit: BREAKDOWN_LIMIT }) };
+    const body = queryBody({
+      ...ask,
+      metrics: availableMetrics(state.filters, b.metrics),
+      dimensions: [b.dimension],
+      order: rankedBy(b.metrics, state.filters),
+      limit: BREAKDOWN_LIMIT,
+    });
+    view.queries[b.dimension] = { path: "v2/query", body };
   }
   const per = unit === HOUR ? "hour" : `day${state.granularity === "day" ? "" : ` (${state.granularity}s are not available with filters)`}`;
   const compared = state.compare ? `; no comparison (${NOT_WITH_FILTERS})` : "";
   $("range-label").textContent = `${fmtTime(from)} to ${fmtTime(to)} (exclusive), per ${per}, filtered${compared}`;
   document.body.setAttribute("aria-busy", "true");
-  const post = (name) => api(view.queries[name].path, {}, controller.signal, "application/json", view.queries[name].body);
-  const [total, series, ...answers] = await Promise.allSettled([post("total"), post("series"), ...tables.map((b) => post(b.dimension))]);
+  const post = (name) => () => api(view.queries[name].path, {}, controller.signal, "application/json", view.queries[name].body);
+  const names = ["total", "series", ...tables.map((b) => b.dimension)];
+  const [total, series, ...answers] = await settledAtMost(QUERIES_AT_ONCE, names.map(post));
   if (controller.signal.aborted) return;
   mainController = null;
   mainLoadedAt = Date.now();
@@ -825,20 +885,26 @@ async function loadFiltered(controller, from, to) {
     return;
   }
   mainFailed = false;
-  const zero = { visitors: { estimate: 0, lower: null, upper: null, exact: true }, pageviews: 0 };
-  const whole = rowsOf(total.value, state.site)[0] || zero;
-  const points = new Map(rowsOf(series.value, state.site).map((r) => [timeOf(r.value), r]));
-  const figures = (r) => ({ visitors: r.visitors || zero.visitors, pageviews: r.pageviews ?? 0, visits: null, views_per_visit: null, bounce_rate: null, visit_duration: null });
+  const whole = rowsOf(total.value, state.site, metrics)[0];
+  const points = new Map(rowsOf(series.value, state.site, metrics).map((r) => [timeOf(r.value), r]));
+  const notes = (total.value.meta && total.value.meta.notes) || [];
+  const exactness = Object.fromEntries(
+    metrics.filter((m) => m !== "visitors").map((m) => {
+      const exact = !total.value.exact || total.value.exact[m] !== false;
+      return [m, { exact, reason: exact ? "" : notes.join(" ") }];
+    }),
+  );
   const shaped = {
     filtered: true,
+    unavailable: unavailableOf(METRICS),
     partial: Boolean(total.value.partial || series.value.partial),
     missing: total.value.missing,
     covers: total.value.covers,
     from: iso(from),
     to: iso(to),
-    total: figures(whole),
-    exactness: { pageviews: { exact: !total.value.exact || total.value.exact.pageviews !== false, reason: "" } },
-    series: buckets(from, to, unit).map((t) => ({ start: iso(t), ...figures(points.get(t) || zero) })),
+    total: figuresOf(whole, metrics),
+    exactness,
+    series: buckets(from, to, unit).map((t) => ({ start: iso(t), ...figuresOf(points.get(t), metrics) })),
     answers: { total: total.value, series: series.value },
   };
   problems.main = partialProblem(shaped);
@@ -847,7 +913,7 @@ async function loadFiltered(controller, from, to) {
   for (const b of BREAKDOWNS) {
     const i = tables.indexOf(b);
     if (i < 0) {
-      renderUnfilterable(b);
+      renderUnfilterable(b, tableUnavailable(state.filters, b.dimension));
       continue;
     }
     const result = answers[i];
@@ -855,8 +921,10 @@ async function loadFiltered(controller, from, to) {
       renderBreakdown(b, result);
       continue;
     }
-    const entries = rowsOf(result.value, state.site).map((r, rank) => ({ rank: rank + 1, ...figures(r), value: r.value }));
-    renderBreakdown(b, { status: "fulfilled", value: { filtered: true, from: iso(from), to: iso(to), entries, answer: result.value } });
+    const asked = view.queries[b.dimension].body.metrics;
+    const entries = rowsOf(result.value, state.site, asked).map((r, rank) => ({ rank: rank + 1, ...figuresOf(r, asked), value: r.value }));
+    const value = { filtered: true, unavailable: unavailableOf(b.metrics), from: iso(from), to: iso(to), entries, answer: result.value };
+    renderBreakdown(b, { status: "fulfilled", value });
   }
   loaded();
 }

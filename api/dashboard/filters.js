@@ -4,12 +4,20 @@
 // chips, and while any is active the panels are read from POST /v2/query (the Plausible Stats API
 // v2 shape) instead of the GET /v1 endpoints.
 //
+// That endpoint answers every metric under combined filters, the visit metrics from the visits
+// themselves (a visit is filtered by its first view's values and by its entry and exit pages). It
+// keeps no visit per page, so a visit figure and a filter on the page do not go together, nor do a
+// page and an entry or exit page: with a page filter the visit figures and the entry and exit page
+// tables are not available, and with an entry or exit page filter the page table is not.
+//
 // This module knows the filters and that endpoint's request and answer; dashboard.js decides what
 // each panel asks and how it is drawn.
 
 // The dimensions a filter may name (those of POST /v2/query), with the words of a chip.
 export const FILTER_DIMENSIONS = {
   page: "Page",
+  entry_page: "Entry page",
+  exit_page: "Exit page",
   referrer: "Referrer",
   country: "Country",
   device: "Device",
@@ -19,11 +27,43 @@ export const FILTER_DIMENSIONS = {
   utm_campaign: "utm_campaign",
 };
 
-// The metrics POST /v2/query gives under combined filters; the visit metrics have no figure then.
-export const FILTER_METRICS = ["visitors", "pageviews"];
+// What is off while filters are active (the comparison, the CSV downloads, weeks and months).
 export const NOT_WITH_FILTERS = "not available with filters";
 
+// The metrics that count visits: POST /v2/query answers them under any filter but one on the page.
+export const VISIT_METRICS = ["visits", "views_per_visit", "bounce_rate", "visit_duration"];
+// A visit's own pages: not together with the page (a filter or a table) in one query.
+const VISIT_PAGES = ["entry_page", "exit_page"];
+export const NOT_WITH_PAGE_FILTER = "not available with a page filter: filter by entry page instead";
+
 const isFilterable = (dimension) => Object.hasOwn(FILTER_DIMENSIONS, dimension);
+const named = (filters, dimensions) => filters.some((f) => dimensions.includes(f.dimension));
+
+/** Why `metric` has no figure under `filters` ("" when it has one): visits are not kept per page. */
+export function metricUnavailable(filters, metric) {
+  return VISIT_METRICS.includes(metric) && named(filters, ["page"]) ? NOT_WITH_PAGE_FILTER : "";
+}
+
+/** The metrics of `metrics` that have a figure under `filters`. */
+export function availableMetrics(filters, metrics) {
+  return metrics.filter((m) => !metricUnavailable(filters, m));
+}
+
+/** Why the table of `dimension` cannot be given under `filters` ("" when it can): a page and a
+ *  visit's entry or exit page never go together in one query. */
+export function tableUnavailable(filters, dimension) {
+  if (!isFilterable(dimension)) return "Not available with filters: this table cannot be filtered.";
+  if (VISIT_PAGES.includes(dimension) && named(filters, ["page"])) {
+    return "Not available with a page filter: visits are not kept per page, only their entry and exit pages (filter by entry page instead).";
+  }
+  if (dimension === "page" && named(filters, VISIT_PAGES)) {
+    return "Not available with an entry or exit page filter: visits are not kept per page, only their entry and exit pages.";
+  }
+  return "";
+}
+
+/** The dimensions a filter on `dimension` cannot go together with (it replaces their filters). */
+const conflicting = (dimension) => (dimension === "page" ? VISIT_PAGES : VISIT_PAGES.includes(dimension) ? ["page"] : []);
 
 /** A value as a filter holds it: without the `site|` prefix of a per-site view's key. */
 export function unscoped(value, site) {
@@ -31,24 +71,26 @@ export function unscoped(value, site) {
   return site && value.startsWith(prefix) ? value.slice(prefix.length) : value;
 }
 
-/** The filters of a query string: `f=<dimension>:<value>`, one per dimension (the last one given). */
+/** The filters of a query string: `f=<dimension>:<value>`, one per dimension (the last one given),
+ *  each added as a click adds it (so a page and an entry or exit page: the later one). */
 export function readFilters(params, site = "") {
-  const byDimension = new Map();
+  let filters = [];
   for (const f of params.getAll("f")) {
     const colon = f.indexOf(":");
     if (colon < 1) continue;
     const dimension = f.slice(0, colon);
     const value = unscoped(f.slice(colon + 1), site);
     if (!isFilterable(dimension) || !value) continue;
-    byDimension.delete(dimension); // a new value of a dimension goes last, as a click would put it
-    byDimension.set(dimension, value);
+    filters = withFilter(filters, dimension, value); // a new value of a dimension goes last
   }
-  return [...byDimension].map(([dimension, value]) => ({ dimension, value }));
+  return filters;
 }
 
-/** The filters with `is <dimension> <value>` added (replacing another value of that dimension). */
+/** The filters with `is <dimension> <value>` added, replacing another value of that dimension and
+ *  a filter it cannot go together with (a page and an entry or exit page). */
 export function withFilter(filters, dimension, value) {
-  return [...filters.filter((f) => f.dimension !== dimension), { dimension, value }];
+  const replaced = [dimension, ...conflicting(dimension)];
+  return [...filters.filter((f) => !replaced.includes(f.dimension)), { dimension, value }];
 }
 
 export function withoutFilter(filters, dimension) {
@@ -78,11 +120,11 @@ export function dateRange(from, to) {
 }
 
 /** A request body of POST /v2/query. */
-export function queryBody({ site, from, to, dimensions = [], filters, order = null, limit = null }) {
+export function queryBody({ site, from, to, metrics, dimensions = [], filters, order = null, limit = null }) {
   const body = {
     site_id: site,
     date_range: dateRange(from, to),
-    metrics: [...FILTER_METRICS],
+    metrics: [...metrics],
     dimensions,
     filters: filters.map((f) => ["is", f.dimension, [f.value]]),
   };
@@ -91,22 +133,21 @@ export function queryBody({ site, from, to, dimensions = [], filters, order = nu
   return body;
 }
 
-/** The answer's rows as {value, visitors, pageviews}; visitors shaped as /v1 answers give them. */
-export function rowsOf(answer, site = "") {
+/** The answer's rows as {value, <metric>: figure, ...} for the metrics it answers (its echoed
+ *  `query.metrics`, else `asked`, in order); visitors shaped as /v1 answers give them. */
+export function rowsOf(answer, site = "", asked = []) {
   const exact = Boolean(answer.exact && answer.exact.visitors);
-  const at = (name) => answer.query && Array.isArray(answer.query.metrics) ? answer.query.metrics.indexOf(name) : -1;
+  const names = answer.query && Array.isArray(answer.query.metrics) ? answer.query.metrics : asked;
   return (answer.results || []).map((r) => {
-    const figures = {};
-    FILTER_METRICS.forEach((m, i) => {
-      const j = at(m) >= 0 ? at(m) : i;
-      figures[m] = r.metrics[j];
+    const row = { value: r.dimensions.length ? unscoped(String(r.dimensions[0]), site) : null };
+    names.forEach((m, i) => {
+      row[m] = r.metrics[i] ?? null;
     });
-    const v = figures.visitors;
-    return {
-      value: r.dimensions.length ? unscoped(String(r.dimensions[0]), site) : null,
-      pageviews: figures.pageviews,
-      visitors: v == null ? null : { estimate: v, lower: null, upper: null, exact },
-    };
+    if ("visitors" in row) {
+      const v = row.visitors;
+      row.visitors = v == null ? null : { estimate: v, lower: null, upper: null, exact };
+    }
+    return row;
   });
 }
 
