@@ -50,12 +50,14 @@ class QueryV2Request(BaseModel):
     metrics: list[
         Literal["pageviews", "visitors", "visits", "views_per_visit", "bounce_rate", "visit_duration"]
     ] = Field(
-        description="`pageviews` and `visitors` (exact under any filter); the visit metrics only on the "
-        "views path (no filter, or one `is` filter of one value)."
+        description="`pageviews` and `visitors` (exact under any filter), and the visit metrics of the "
+        "visits whose first view's values (and entry and exit page) pass the filters; a visit metric "
+        "with `event:page` is a 422 (visits keep their entry and exit page, not every page)."
     )
     dimensions: list[str] = Field(
         default_factory=list,
-        description="Up to 3 of `event:page`, `visit:source` (the referrer), `visit:country`, "
+        description="Up to 3 of `event:page`, `visit:entry_page`, `visit:exit_page` (then every figure is "
+        "the visits'), `visit:source` (the referrer), `visit:country`, "
         "`visit:device`, `visit:channel`, `visit:utm_source`, `visit:utm_medium`, `visit:utm_campaign` "
         "(or the table's names: `page`, `referrer`, ...), `time:day`, `time:hour`.",
     )
@@ -112,7 +114,8 @@ class QueryV2Response(AnswerMeta):
     )
     generation: int = Field(description="The served generation the whole answer comes from.")
     exact: dict[str, bool] = Field(
-        description="Per metric: exact (true), or an estimate (visitors of the views path are sketch unions)."
+        description="Per metric: exact (true), or not: visitors of the views path are sketch unions, and "
+        "visit figures of a day the speed layer flagged (a view later than its horizon) may be off."
     )
 
 

@@ -50,7 +50,11 @@ class ViewsPlan:
 
 
 async def views_plan(engine: QueryEngine, q: FilterQuery, max_top: int) -> ViewsPlan | None:
-    """How today's views answer ``q``; None when they do not (the filter table does)."""
+    """How today's views answer ``q``; None when they do not (the filter table does). A query that
+    names an entry or exit page is about visits only (its page views are those of the visits), which
+    the views of visits do not rank or count page views for: the table answers it."""
+    if q.per_visit:
+        return None
     cond = q.filter
     if cond is not None and not (isinstance(cond, Condition) and cond.op == "is" and len(cond.values) == 1):
         return None

@@ -1055,11 +1055,6 @@ def test_with_filters_the_panels_show_the_real_endpoints_answers(browser: WebDri
     browser.get("about:blank")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="POST /v2/query answers one `is` filter of one entry or exit page from the views path, whose "
-    "entry and exit page views count visits only: visitors and page views 0, no series rows",
-)
 def test_an_entry_page_alone_filters_every_panel(browser: WebDriver, base: str) -> None:
     """A click on an entry page of the unfiltered page: every figure is that of the visits that
     began there (their page views, at least one a visit; the visitors who made them, at most one a

@@ -673,3 +673,20 @@ def test_visit_figures_of_a_flagged_day_are_not_exact(tmp_path: Any) -> None:
     assert a.exact == {"pageviews": False}
     late = parse(filters=COMBINED["filters"], metrics=["visits"], date_range=["2026-11-22", "2026-11-22"])
     assert asyncio.run(service.answer(late)).exact == {"visits": True}  # another day
+
+
+def test_an_entry_page_alone_is_the_tables_not_the_views(tmp_path: Any) -> None:
+    """One `is` of one entry page would be a series of the entry page view, which counts visits
+    only (no page views, no visitors): the table answers it, every figure the visits'."""
+    service, _ = _service(tmp_path, FakeRealtime(down=True), _generation())
+    extra = _write_batch(
+        tmp_path / "visits", [_visit(1, 2, 60_000), _visit(2, 1, 0, entry_page=f"https://{SITE}/a")], 3
+    )
+    files_of = service.files_of
+    service.files_of = lambda root, days: [*files_of(root, days), *extra]
+    q = parse(
+        filters=[["is", "visit:entry_page", [f"https://{SITE}/"]]],
+        metrics=["visitors", "pageviews", "visits"],
+    )
+    a = asyncio.run(service.answer(q))
+    assert a.path == "filter_table" and [r.metrics for r in a.results] == [(1, 2, 1)]
