@@ -185,10 +185,11 @@ FLOOR_SQL = {
                count(*) OVER ()
         FROM (
             SELECT referrer, visitor, pageviews FROM read_parquet($files, hive_partitioning = false)
-            WHERE site = $site AND country = $country AND device = $device
+            WHERE site = $site AND country = $country AND device = $device AND visits IS NULL
             UNION ALL
             SELECT referrer, visitor, pageviews FROM realtime
             WHERE site = $site AND day BETWEEN $first AND $last AND country = $country AND device = $device
+              AND visits IS NULL
         )
         GROUP BY referrer
         ORDER BY visitors DESC, referrer ASC
@@ -197,8 +198,9 @@ FLOOR_SQL = {
 }
 """The floor's SQL of each query, by hand: the batch files are those of the query's days (a
 file's rows are all of its day: no day column is read from them), the realtime rows are cut to the
-days; then the filters, the figures, and for the breakdown the API's order (visitors, then the
-referrer) and limit, and the total it reports."""
+days; then the filters (page-view rows only: the narrow query's page excludes the visit rows, whose
+page is null; the breakdown says so), the figures, and for the breakdown the API's order
+(visitors, then the referrer) and limit, and the total it reports."""
 
 
 class Floor:
