@@ -133,7 +133,8 @@ def filter_table_pageviews(
     settings: Settings, day_map: dict[str, int], gen: int
 ) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
     """(site, day) -> page views of the filter table's batch part (the files ``day_map`` names) and
-    of its realtime part (generation ``gen``'s rows in Redis), read straight from the stores."""
+    of its realtime part (generation ``gen``'s rows in Redis), read straight from the stores: its
+    page-view rows (a visit row's page views are its visit's, counted again)."""
     import pyarrow.parquet as pq
 
     from stores.parquet.filter_table import batch_files
@@ -143,16 +144,24 @@ def filter_table_pageviews(
     batch: Counter[tuple[str, str]] = Counter()
     for path in batch_files(settings.filter_table_uri, day_map):
         day = Path(path).parent.name.removeprefix(f"{filter_table.DAY}=")
-        part = pq.read_table(path, columns=[filter_table.SITE, "pageviews"]).to_pydict()
-        for site, pv in zip(part[filter_table.SITE], part["pageviews"], strict=True):
-            batch[(site, day)] += pv
+        part = pq.read_table(path, columns=[filter_table.SITE, "pageviews", filter_table.VISITS]).to_pydict()
+        for site, pv, visits in zip(
+            part[filter_table.SITE], part["pageviews"], part[filter_table.VISITS], strict=True
+        ):
+            if visits is None:
+                batch[(site, day)] += pv
     realtime: Counter[tuple[str, str]] = Counter()
     for blobs in stored_lists(settings, gen).values():
         rows = decode_blobs(blobs).to_pydict()
-        for site, day, pv in zip(
-            rows[filter_table.SITE], rows[filter_table.DAY], rows["pageviews"], strict=True
+        for site, day, pv, visits in zip(
+            rows[filter_table.SITE],
+            rows[filter_table.DAY],
+            rows["pageviews"],
+            rows[filter_table.VISITS],
+            strict=True,
         ):
-            realtime[(site, day.isoformat())] += pv
+            if visits is None:
+                realtime[(site, day.isoformat())] += pv
     return batch, realtime
 
 

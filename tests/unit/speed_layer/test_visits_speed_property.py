@@ -281,7 +281,7 @@ class SpeedRun:
                 keyed_events(tagged, batch.job.dimensions, [TAGS, "kafka_partition"], single)
             )
             try:
-                rows = visits.collected(batch._view_rows(tagged, keyed, self.active, single))
+                rows = visits.collected(batch._view_rows(tagged, keyed, self.active, single)[0])
             finally:
                 while batch._materialised:
                     batch._materialised.pop().unpersist()
