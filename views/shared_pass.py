@@ -200,13 +200,20 @@ def with_visits(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[
     keys of ``dimensions``): window functions clustered by visitor-day, no exchange.
 
     The visit (:data:`views.sessions.VISIT`) is kept on the row that closes it only (null on the
-    others) and the summaries' own columns are dropped: the rows are the moved events plus one
-    struct per visit, which is what the batch layer keeps between its two writes."""
+    others), without the ids that only ordered the views; the summaries' own columns, each event's
+    id and its time are dropped (the counts and the filter table read neither): the rows are what
+    the batch layer keeps between its two writes, so they carry nothing that is not read."""
     from pyspark.sql import functions as F
 
     visit = F.col(sessions.VISIT)
     rows = sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
-    return rows.select(*moved.columns, F.when(visit["closes"], visit).alias(sessions.VISIT))
+    kept = [c for c in moved.columns if c not in ORDERING_ONLY]
+    closing = F.when(visit["closes"], visit.dropFields("s_id", "e_id"))
+    return rows.select(*kept, closing.alias(sessions.VISIT))
+
+
+ORDERING_ONLY = ("event_id", "ts_us")
+"""The keyed events' columns that only order the views of a visit (views.sessions.as_summaries)."""
 
 
 def count_sessionised(rows: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
