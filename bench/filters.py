@@ -121,6 +121,8 @@ def _seed_realtime(
                     columns[name].append(rng.choice(values[name]))
                 columns[filter_table.VISITOR].append(rng.randrange(-(2**63), 2**63))
                 columns[filter_table.PAGEVIEWS].append(1)
+                for name in (*filter_table.VISIT_PAGES, *filter_table.VISIT_COLUMNS):
+                    columns[name].append(None)  # page-view rows: what these queries read
             table = pa.table(columns, schema=filter_table.arrow_schema())
             seeded.append(table)
             sink = FilterRowsSink()
