@@ -129,7 +129,7 @@ def stage(batch: int, repeat: int, console: Console) -> dict[str, Any]:
     from bench.views import dataset
     from bench.visits import without_visits
     from speed_layer import filter_rows
-    from speed_layer.micro_batch import TAGS, by_generation
+    from speed_layer.outputs import TAGS, by_generation
     from speed_layer.visits import collected_table
     from stores.redis.filter_rows import FilterRowsSink
     from views import all_views

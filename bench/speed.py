@@ -67,6 +67,8 @@ WARMUP_EVENTS = 2_000
 FRESHNESS_WARMUP_MICRO_BATCHES = 20
 """Micro-batches of the freshness runs left out of their step medians (the warm-up, the wait for
 the job to keep up)."""
+FLOOR_REDIS_DB = 4
+"""The throughput floor's Redis database (its visit state), apart from the speed layer's."""
 FRESHNESS_RATE = 20_000
 """The live traffic of the freshness run, events/s: the rate the target is set at."""
 
@@ -91,10 +93,12 @@ def _env(settings: Settings, trigger_s: float, max_offsets: int | None) -> dict[
     return {**os.environ, **job.to_env()}
 
 
-def _fresh(settings: Settings) -> redis.Redis:
-    """A new topic, an empty Redis db and checkpoint: every run measures from the same start."""
-    delete_topics(settings, [settings.events_topic])
-    ensure_topics(settings)
+def _fresh(settings: Settings, keep_topic: bool = False) -> redis.Redis:
+    """A new topic (unless ``keep_topic``), an empty Redis db and checkpoint: every run measures
+    from the same start."""
+    if not keep_topic:
+        delete_topics(settings, [settings.events_topic])
+        ensure_topics(settings)
     shutil.rmtree(Path(settings.speed_checkpoint_uri.removeprefix("file://")), ignore_errors=True)
     r = redis.Redis.from_url(settings.redis_url)
     r.flushdb()
@@ -142,49 +146,78 @@ def _generator(total: int | None, seed: int) -> TrafficGenerator:
     return TrafficGenerator(GeneratorConfig(total=total, seed=seed, malformed_fraction=0.0))
 
 
+VARIANTS: dict[str, dict[str, Any]] = {
+    "every output": {},
+    "page views and visitors only": {"count_visits": False, "filter_table": False},
+}
+"""The sustained run's configurations, each run by the speed layer and by its floor on the same
+backlog: as shipped (the visits with their retractions, the filter table, the current visitors),
+and counting page views and visitors alone (what the visits and the filter table cost, beside the
+guarantees)."""
+
+
 def sustained(
     base: Settings, console: Console, backlog: int, batch: int, min_seconds: float
 ) -> dict[str, Any]:
     """The speed layer, then its floor (bench/speed_floor.py), each from the start of the same
     backlog with the same micro-batch size, each timed in its steady state (:func:`_timed`) for
-    at least ``min_seconds``: events/s of both and their ratio."""
+    at least ``min_seconds``: events/s of both and their ratio, as shipped; the same for the
+    speed layer and its floor counting page views and visitors only under ``variants``."""
     settings = _settings(base, "sustained")
-    r = _fresh(settings)
+    delete_topics(settings, [settings.events_topic])
+    ensure_topics(settings)
     produce_generated(settings, console, backlog, span_hours=0.0, seed=1)
     end = sum(log_end_offsets(settings).values())
+    runs = {
+        label: _pair(settings.model_copy(update=update), label, console, batch, end, min_seconds)
+        for label, update in VARIANTS.items()
+    }
+    shipped = runs.pop("every output")
+    return {
+        **shipped,
+        "backlog": backlog,
+        "events_per_micro_batch": batch,
+        "variants": runs,
+    }
 
-    log_path = base.log_dir / "bench-speed-sustained.out"
-    console.print(f"speed layer, {batch:,} events per micro-batch:")
+
+def _pair(
+    settings: Settings, label: str, console: Console, batch: int, end: int, min_seconds: float
+) -> dict[str, Any]:
+    """The speed layer and its floor on the loaded topic under ``settings``."""
+    r = _fresh(settings, keep_topic=True)
+    slug = label.replace(" ", "-")
+    log_path = settings.log_dir / f"bench-speed-sustained-{slug}.out"
+    console.print(f"speed layer, {label}, {batch:,} events per micro-batch:")
     proc = _start_speed(settings, trigger_s=0.5, max_offsets=batch, log=log_path)
     layer = _timed(console, proc, log_path, lambda: committed(r)[1], end, min_seconds)
 
-    floor_dir = base.var_dir / "bench" / "speed-floor"
+    floor_dir = settings.var_dir / "bench" / "speed-floor"
     shutil.rmtree(floor_dir, ignore_errors=True)
     floor_dir.mkdir(parents=True)
     progress = floor_dir / "progress.jsonl"
-    floor_log = base.log_dir / "bench-speed-floor.out"
-    console.print("floor (read, parse with the contract schema, one aggregation, collect):")
+    floor_log = settings.log_dir / f"bench-speed-floor-{slug}.out"
+    console.print(f"floor, {label} (read, parse with the contract schema, the same rows, collect):")
+    floor_settings = settings.model_copy(update={"redis_db": FLOOR_REDIS_DB})
     floor_proc = _spawn(
         [
             *("bench.speed_floor", "--topic", settings.events_topic),
             *("--max-offsets", str(batch), "--checkpoint", str(floor_dir / "checkpoint")),
             *("--progress", str(progress)),
         ],
-        _env(settings, trigger_s=0.5, max_offsets=batch),
+        _env(floor_settings, trigger_s=0.5, max_offsets=batch),
         floor_log,
     )
     floor = _timed(console, floor_proc, floor_log, lambda: _floor_counted(progress), end, min_seconds)
     ratio = layer["events_per_s"] / floor["events_per_s"]
     console.print(
-        f"sustained: speed layer [bold]{layer['events_per_s']:,} events/s[/], floor "
+        f"sustained, {label}: speed layer [bold]{layer['events_per_s']:,} events/s[/], floor "
         f"{floor['events_per_s']:,} events/s: [bold]{ratio:.2f}[/] of the floor"
     )
     breakdown = steps(log_path, progress, WARMUP_MICRO_BATCHES)
     show_steps(console, breakdown)
     return {
         "steps": breakdown,
-        "backlog": backlog,
-        "events_per_micro_batch": batch,
         "events_per_s": layer["events_per_s"],
         "floor_events_per_s": floor["events_per_s"],
         "ratio_to_floor": round(ratio, 3),
@@ -252,9 +285,11 @@ BATCH_LINE = re.compile(
 def steps(layer_log: Path, floor_progress: Path, skip: int) -> dict[str, Any]:
     """Where a micro-batch's seconds go, step by step, the speed layer's beside the floor's: the
     medians over the micro-batches after the first ``skip`` (warm-up) of each. The speed layer's
-    steps are those of its log line (the one Spark job that reads, parses, marks duplicates and
-    computes the views; the dead letters; the Redis commit) and what is left (the checkpoint's
-    offset log, the trigger); the floor's is its micro-batch, from one progress line to the next."""
+    steps are those of its log line (the read: Kafka, the contract, the dedup and the keys,
+    materialised; the visits; the rest of the Spark work, the rows collected; the dead letters;
+    the filter rows encoded; the Redis commit) and what is left (the checkpoint's offset log, the
+    trigger); the floor's are those of its progress lines (the same steps where it has them), its
+    whole micro-batch from one progress line to the next."""
     layer: list[dict[str, float]] = []
     for line in layer_log.read_text(errors="replace").splitlines():
         m = BATCH_LINE.search(line)
@@ -268,7 +303,7 @@ def steps(layer_log: Path, floor_progress: Path, skip: int) -> dict[str, Any]:
         layer.append({"rows": float(m["rows"]), "total": float(m["seconds"]), **phases})
     floor_lines = [json.loads(x) for x in floor_progress.read_text().splitlines() if x.strip()]
     floor = [
-        {"rows": float(b["events"]), "total": b["at"] - a["at"]}
+        {"rows": float(b["events"]), "total": b["at"] - a["at"], **b.get("phases", {})}
         for a, b in itertools.pairwise(floor_lines)
         if b["events"]
     ]
@@ -292,14 +327,17 @@ def show_steps(console: Console, breakdown: dict[str, Any]) -> None:
         f"  {'events per micro-batch':<44} {layer.get('rows', 0):>12,.0f} {floor.get('rows', 0):>8,.0f}"
     )
     labels = {
-        "views": "one Spark job: Kafka, contract, dedup, views",
+        "read": "Kafka, contract, dedup; the keys (materialised)",
+        "visits": "visits: the state read, sessionised",
+        "views": "the rows: views, visits' deltas, filters; collect",
         "dedup rebuild": "dedup state rebuilt from the log",
         "dead letters": "dead letters to Kafka",
+        "filter rows": "filter rows encoded",
         "commit": "Redis commit (one transaction)",
         "other": "offset log, trigger, driver",
     }
     for key, label in labels.items():
-        floor_value = f"{floor.get('total', 0):>8.2f}" if key == "views" else f"{'-':>8}"
+        floor_value = f"{floor[key]:>8.2f}" if key in floor else f"{'-':>8}"
         console.print(f"  {label:<44} {layer.get(key, 0):>12.2f} {floor_value}")
     console.print(f"  {'whole micro-batch':<44} {layer.get('total', 0):>12.2f} {floor.get('total', 0):>8.2f}")
 

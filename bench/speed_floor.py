@@ -1,12 +1,20 @@
 """The speed layer's floor: the least Spark work that gives its output on the same topic.
 
 A Structured Streaming query that reads the topic, parses each record with the contract's schema
-(``from_json``, no other check), and in each micro-batch runs one aggregation giving page views
-and an HLL sketch per (view, key, day, hour) for every shipped dimension, collected to the driver.
-No dedup state, no contract verdicts, no dead letters, no generations, no Redis: whatever the speed
-layer costs beyond this is the price of its guarantees. ``bench/speed.py`` runs it in its own
-process (a JVM of its own, as the speed layer has) on the topic the speed layer just consumed and
-reads its progress file: one JSON line per micro-batch with the events it counted.
+(``from_json``, no other check), and in each micro-batch makes the speed layer's realtime rows with
+the speed layer's own function (speed_layer.outputs.rows, under the same settings: the declared
+views and, when the settings count them, the visits with their retractions and the filter table's
+rows), for one generation, collected to the driver. The visits need the visit state of the
+visitor-days a micro-batch touches, as the speed layer does: it is read from and written back to
+this job's Redis database (cleared at its start) with one plain transaction per micro-batch (its
+step "commit"), so a visit that spans micro-batches is merged as the speed layer merges it.
+
+Left out, which is the price of the speed layer's guarantees: the contract's verdicts (the
+canonical-form recogniser and the pydantic model), the dedup, the counts and dead letters, the
+generations' tags, the exactly-once commit of the rows with the batch id and offsets.
+``bench/speed.py`` runs it in its own process (a JVM of its own, as the speed layer has) on the
+topic the speed layer just consumed and reads its progress file: one JSON line per micro-batch
+with the events it counted.
 
     python -m bench.speed_floor --topic T --max-offsets N --checkpoint DIR --progress FILE
 """
@@ -19,37 +27,21 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from config.settings import get_settings
 from config.spark import spark_session
 from contract.spark_schema import event_schema
+from speed_layer import current_visitors, filter_rows, outputs
+from speed_layer.visits import Horizon, dimensions_mark, meta_row, split
+from stores.redis import visit_state
 from views import all_views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-
-def view_entries(events: DataFrame) -> DataFrame:
-    """(day, hour, visitor_id, v, key): one row per event and shipped dimension, keyed as stored.
-
-    The keys are computed in a projection of their own before the rows are generated: written as
-    one generator over the parsed struct's fields, Spark evaluated ``from_json`` again for every
-    field the keys read (no common subexpression elimination inside a generator's input), and the
-    same work took 1.8x as long (7.0 s against 3.8 s for 500K events, batch mode, same JVM)."""
-    from pyspark.sql import functions as F
-
-    from views.shared_pass import with_given
-
-    dimensions = all_views()
-    keyed = with_given(events, dimensions).select(
-        F.to_date("ts").alias("day"),
-        F.hour("ts").alias("hour"),
-        "visitor_id",
-        *[d.stored_key().alias(f"_k{i}") for i, d in enumerate(dimensions)],
-    )
-    entries = F.array(
-        *[F.struct(F.lit(i).alias("v"), F.col(f"_k{i}").alias("key")) for i in range(len(dimensions))]
-    )
-    return keyed.select("day", "hour", "visitor_id", F.inline(entries))
+GENERATION = 0
+"""The one generation the floor counts for (every event at or past its cut)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,8 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     spark = spark_session(settings, "speed-floor")
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    dims = all_views()
+    made = outputs.Outputs(settings, list(dims), filter_rows.counted(dims, settings.filter_table))
+    r = redis.Redis.from_url(settings.redis_url)
+    visit_state.clear(r, dimensions_mark(dims))
     records = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
@@ -72,24 +69,57 @@ def main(argv: list[str] | None = None) -> int:
         .option("maxOffsetsPerTrigger", str(args.max_offsets))
         .load()
     )
-    parsed = F.from_json(F.col("value").cast("string"), event_schema())
-    events = records.select(parsed.alias("e")).select("e.*")
-    lg_k = settings.hll_lg_k
+    events = records.select(
+        F.from_json(F.col("value").cast("string"), event_schema()).alias("e"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("log_time"),
+    ).select("e.*", "kafka_partition", "kafka_offset", "log_time")
+    single = args.max_offsets <= settings.speed_single_partition_rows
+    active: dict[int, dict[int, int]] = {GENERATION: {}}
 
     def each(batch: DataFrame, batch_id: int) -> None:
-        rows = (
-            batch.groupBy("v", "key", "day", "hour")
-            .agg(F.count(F.lit(1)).alias("pv"), F.hll_sketch_agg("visitor_id", lg_k).alias("sk"))
-            .collect()
+        meta = visit_state.read_meta(r)
+        horizon = Horizon(
+            meta.watermark_ms, meta.dropped_before_us, settings.visit_lateness_s, settings.session_gap_s
         )
-        counted = sum(r["pv"] for r in rows if r["v"] == 0)  # every event has one row per view
-        line: dict[str, Any] = {"batch_id": batch_id, "events": counted, "rows": len(rows), "at": time.time()}
+        observation = Observation()
+        observed = batch.observe(
+            observation, F.count(F.lit(1)).alias("rows"), F.max(F.unix_millis("log_time")).alias("newest")
+        )
+        phases: dict[str, float] = {}
+        t0 = time.monotonic()
+        materialise = outputs.Materialised(phases)
+        try:
+            if not single:
+                # As in the speed layer: the broadcast tables would read the scan again.
+                observed = materialise(observed)
+            rows = outputs.rows(made, outputs.tagged(observed, active), active, horizon, single, materialise)
+        finally:
+            materialise.release()
+        metrics = observation.get
+        phases["views"] = time.monotonic() - t0 - sum(phases.values())
+        _, rest = current_visitors.split(rows)
+        _, rest = filter_rows.split(rest)
+        newest = int(metrics["newest"] or 0)
+        _, update = split([*rest, meta_row(max(meta.watermark_ms, newest), horizon.drop_before_us)])
+        t1 = time.monotonic()
+        state = update.sink(r)
+        if state is not None:
+            state.prepare()
+            state.write()
+        phases["commit"] = time.monotonic() - t1
+        line: dict[str, Any] = {
+            "batch_id": batch_id,
+            "events": int(metrics["rows"]),
+            "at": time.time(),
+            "phases": {k: round(v, 3) for k, v in phases.items()},
+        }
         with args.progress.open("a") as f:
             f.write(json.dumps(line) + "\n")
 
     query = (
-        view_entries(events)
-        .writeStream.foreachBatch(each)
+        events.writeStream.foreachBatch(each)
         .option("checkpointLocation", str(args.checkpoint))
         .trigger(processingTime=f"{args.trigger_s} seconds")
         .start()

@@ -1,26 +1,18 @@
-"""One micro-batch's Spark work: duplicates marked in the scan, the view rows and the visits of
-every active generation, the dead letters and the counts.
+"""One micro-batch's Spark work: duplicates marked in the scan, the realtime rows of every active
+generation (speed_layer.outputs), the dead letters and the counts.
 
 The micro-batch's rows are marked by the dedup (:mod:`speed_layer.dedup`) in the Kafka scan's task;
 an observation on the marked rows counts them (records, invalid, duplicates, the newest log-append
 time) and gathers the invalid ones for the dead-letter topic as the rows pass; the accepted, counted
-rows are tagged with every active generation whose cut they are at or past and keyed by every
-dimension (views.shared_pass.keyed_events).
+rows are tagged with every active generation whose cut they are at or past and become the realtime
+rows (:func:`speed_layer.outputs.rows`: the views, the visits with their retractions, the current
+visitors, the filter table's rows), collected in one job over what the jobs before it kept in
+memory (``localCheckpoint``: the keyed events, the closing visits).
 
-Three jobs, each over what the one before kept in memory (``localCheckpoint``): the keyed events
-(the scan, the contract, the dedup and the keys, once); the visits of the visitor-days they touch,
-merged with the visit state (:mod:`speed_layer.visits`); and the shared pass's page views and
-sketches per generation summed with the visits' deltas, collected with the visit state's new
-values, and beside them the current visitors' rows (speed_layer.current_visitors: each event's
-site and page per UTC minute of event time, of every counted record whatever its generation) and,
-with ``filter_table`` on, the filter table's rows per generation (speed_layer.filter_rows), which
-are split out of the collected Arrow table as a table.
-Without visits, a micro-batch of up to ``speed_single_partition_rows`` records is two jobs (the
-keyed events, then the shared pass and the current visitors' rows in one task each). A larger one
-first materialises the marked rows: the jobs that build the broadcast tables of ``once_per_value``
-dimensions (views.shared_pass) would otherwise read the scan again. (Were the scan read twice,
-the dedup would answer the second reading with the verdicts of the first: a range's verdicts are
-kept.)
+A micro-batch larger than ``speed_single_partition_rows`` first materialises its marked rows: the
+jobs that build the broadcast tables of ``once_per_value`` dimensions (views.shared_pass) would
+otherwise read the scan again. (Were the scan read twice, the dedup would answer the second reading
+with the verdicts of the first: a range's verdicts are kept.)
 """
 
 from __future__ import annotations
@@ -35,13 +27,12 @@ from contract.codec import reason_field
 from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
 from ingest.producer import dlq_key
-from speed_layer import current_visitors, filter_rows
+from speed_layer import outputs
 from speed_layer.dedup import DUPLICATE_COLUMN
+from speed_layer.outputs import TAGS, Materialised, Outputs
 from speed_layer.progress import BatchReport
-from speed_layer.stream import at_or_past
-from speed_layer.visits import Horizon, collected_table, meta_row, signed, visit_rows
+from speed_layer.visits import Horizon, meta_row
 from views import sessions
-from views.shared_pass import assemble, count_events, keyed_events
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -50,9 +41,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+INNER_PHASES = ("read", "visits")
+"""Steps timed inside the micro-batch's Spark work (speed_layer.outputs), reported beside it."""
+
 DLQ_SOURCE = "speed-layer"
-TAGS = "_tags"
-"""The active generations whose cut a record is at or past."""
+__all__ = ["DLQ_SOURCE", "TAGS", "MicroBatch"]
 
 
 class MicroBatch:
@@ -69,7 +62,6 @@ class MicroBatch:
         self.records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
         self._dead_lettered = False
         self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
-        self._materialised: list[DataFrame] = []
         self.visit_meta = job.visit_meta()
         """The visit state as committed before this micro-batch (speed_layer.visits.Horizon)."""
 
@@ -83,14 +75,16 @@ class MicroBatch:
 
     def _compute(self, active: dict[int, Offsets]) -> list[Any]:
         t0 = time.monotonic()
+        phases = self.report.phases
         rebuilt = len(self.job.dedup.rebuild_seconds)
+        inner = sum(phases.get(p, 0.0) for p in INNER_PHASES)
         rows, metrics = self.job.dedup.run(self.marker, self.starts, self.ends, lambda: self._job(active))
         rebuilds = self.job.dedup.rebuild_seconds[rebuilt:]
         if rebuilds:
-            self.report.phases["dedup rebuild"] = sum(rebuilds)
-        self.report.phases["views"] = self.report.phases.get("views", 0.0) + (
-            time.monotonic() - t0 - sum(rebuilds)
-        )
+            phases["dedup rebuild"] = sum(rebuilds)
+        # The steps timed inside the job are not counted twice: "views" is the rest of it.
+        inner = sum(phases.get(p, 0.0) for p in INNER_PHASES) - inner
+        phases["views"] = phases.get("views", 0.0) + (time.monotonic() - t0 - sum(rebuilds) - inner)
         if sessions.counts_visits(self.job.dimensions):
             rows = [*rows, self._visit_meta(metrics["log_time_ms"])]
         self.report.rows = int(metrics["rows"])
@@ -115,11 +109,11 @@ class MicroBatch:
 
     def _job(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any]]:
         """The job itself, built anew for each run (a plan that failed keeps its failed broadcast):
-        the view rows and the observed metrics."""
+        the realtime rows and the observed metrics."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        settings = self.job.settings
+        job = self.job
         invalid = F.col(INVALID_COLUMN).isNotNull()
         observation = Observation()
         observed = self.marked.observe(
@@ -143,71 +137,19 @@ class MicroBatch:
                 )
             ).alias("dead"),
         )
-        single = self.records <= settings.speed_single_partition_rows
-        if not single:
-            # The broadcast tables of once_per_value dimensions would read the scan again.
-            observed = self._materialise(observed)
+        single = self.records <= job.settings.speed_single_partition_rows
+        materialise = Materialised(self.report.phases)
         try:
+            if not single:
+                # The broadcast tables of once_per_value dimensions would read the scan again.
+                observed = materialise(observed)
             counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
-            tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
-            tagged = counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull())).withColumn(
-                current_visitors.MINUTE, current_visitors.minute_column()
-            )
-            keyed = keyed_events(
-                tagged, self.job.dimensions, [TAGS, "kafka_partition", current_visitors.MINUTE], single
-            )
-            dims = self.job.dimensions
-            if sessions.counts_visits(dims) or (single and current_visitors.counted(dims)):
-                # The visits' job, the views' rows and the current visitors' all read the keyed
-                # events: the scan, the contract, the dedup and the keys run once. (A larger
-                # micro-batch's marked rows are materialised already.)
-                keyed = self._materialise(keyed)
-            view_rows, visits = self._view_rows(tagged, keyed, active, single)
-            minutes = current_visitors.minute_rows(keyed, dims, settings, single)
-            if minutes is not None:
-                view_rows = view_rows.unionByName(minutes, allowMissingColumns=True)
-            if self.job.filter_table:
-                signed_visits = None if visits is None else signed(visits, sorted(active))
-                filters = filter_rows.rows(by_generation(keyed), dims, single, signed_visits)
-                view_rows = view_rows.unionByName(filters, allowMissingColumns=True)
-            table, rows = filter_rows.split_table(view_rows.toArrow())
-            rows = collected_table(rows)
-            if table is not None:
-                rows.append(filter_rows.block(table))
+            made = Outputs(job.settings, job.dimensions, job.filter_table)
+            tagged = outputs.tagged(counted, active)
+            rows = outputs.rows(made, tagged, active, self._horizon(), single, materialise)
             return rows, observation.get
         finally:
-            while self._materialised:
-                self._materialised.pop().unpersist()
-
-    def _materialise(self, frame: DataFrame) -> DataFrame:
-        """``frame`` computed once, in a job of its own, and kept until the micro-batch's job ends
-        (the time goes to the report's ``read`` phase)."""
-        t0 = time.monotonic()
-        kept = frame.localCheckpoint(eager=True)
-        self._materialised.append(kept)
-        self.report.phases["read"] = self.report.phases.get("read", 0.0) + time.monotonic() - t0
-        return kept
-
-    def _view_rows(
-        self, tagged: DataFrame, keyed: DataFrame, active: dict[int, Offsets], single: bool
-    ) -> tuple[DataFrame, DataFrame | None]:
-        """The realtime view rows of the tagged events (page views and sketches, no exact visitor
-        count: the sink keeps none), with the visits' deltas and the visit state's rows
-        (speed_layer.visits): the shared pass's stages on the keyed events, grouped by generation.
-        And the micro-batch's closing visits of every variant (None without visits)."""
-        settings, dims = self.job.settings, self.job.dimensions
-        by_gen = by_generation(keyed)
-        deltas, extra, visits = None, None, None
-        if sessions.counts_visits(dims):
-            t0 = time.monotonic()
-            deltas, extra, visits = visit_rows(
-                keyed, dims, active, self._horizon(), settings.redis_url, single
-            )
-            self._materialised.append(visits)
-            self.report.phases["visits"] = self.report.phases.get("visits", 0.0) + time.monotonic() - t0
-        levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
-        rows = assemble(levels, dims, ["gen"])
-        return (rows if extra is None else rows.unionByName(extra, allowMissingColumns=True)), visits
+            materialise.release()
 
     def _dead_letter(self, dead: Any) -> None:
         """Send the invalid records (JSON text each, ``dead``: a list or the JVM's sequence)."""
@@ -224,10 +166,3 @@ class MicroBatch:
         if texts:
             self.job.dlq.flush()
             self.report.phases["dead letters"] = time.monotonic() - t0
-
-
-def by_generation(keyed: DataFrame) -> DataFrame:
-    """The keyed events once per generation they are tagged with (:data:`TAGS`), as ``gen``."""
-    from pyspark.sql import functions as F
-
-    return keyed.select(F.explode(TAGS).alias("gen"), *[c for c in keyed.columns if c != TAGS])

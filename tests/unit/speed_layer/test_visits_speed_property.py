@@ -2,10 +2,11 @@
 code in several micro-batches, in arrival order (some views late), against the pure-Python
 sessioniser (tests/oracle_visits.py).
 
-What runs is the speed layer's own Spark work for a micro-batch (``MicroBatch._view_rows``: the
-shared pass with speed_layer.visits' deltas and retractions, the state read in the executors by
-``mapInArrow``) and its own state bookkeeping (``visits.split``, ``VisitUpdate.sink``,
-``VisitStateSink``, ``visit_state.load_texts``), with two stand-ins so that no service is needed:
+What runs is the speed layer's own Spark work for a micro-batch
+(``speed_layer.outputs.views_with_visits``: the shared pass with speed_layer.visits' deltas and
+retractions, the state read in the executors by ``mapInArrow``) and its own state bookkeeping
+(``visits.split``, ``VisitUpdate.sink``, ``VisitStateSink``, ``visit_state.load_texts``), with two
+stand-ins so that no service is needed:
 
 - Kafka: each record gets a partition (by visitor, as the platform's producers key it), an offset
   and a log-append time; duplicates are dropped before the pass, as the scan's dedup drops later
@@ -48,7 +49,8 @@ from config.settings import get_settings
 from contract import PageView, site_of
 from generations.model import Offsets
 from speed_layer import visit_seed, visits
-from speed_layer.micro_batch import TAGS, MicroBatch
+from speed_layer.micro_batch import MicroBatch
+from speed_layer.outputs import TAGS, Materialised, Outputs, views_with_visits
 from stores.redis import visit_state
 from tests.oracle_visits import (
     VisitRecount,
@@ -271,20 +273,19 @@ class SpeedRun:
         batch = MicroBatch.__new__(MicroBatch)
         batch.job = self.job()
         batch.report = SimpleNamespace(phases={})  # type: ignore[assignment]
-        batch._materialised = []
         batch.visit_meta = visit_state.read_meta(self.redis)
         single = self.single_partition
+        materialise = Materialised({})
+        made = Outputs(batch.job.settings, batch.job.dimensions, False)
         with mock.patch.object(visit_state, "loader", snapshot_loader(self.redis)):
             tagged = _dataframe(self.spark, records, self.active)
-            # As MicroBatch._job: the keyed events, materialised, then the visits and the views.
-            keyed = batch._materialise(
-                keyed_events(tagged, batch.job.dimensions, [TAGS, "kafka_partition"], single)
-            )
+            # As speed_layer.outputs.rows: the keyed events, materialised, then the visits and views.
+            keyed = materialise(keyed_events(tagged, batch.job.dimensions, [TAGS, "kafka_partition"], single))
             try:
-                rows = visits.collected(batch._view_rows(tagged, keyed, self.active, single)[0])
+                made_rows = views_with_visits(made, keyed, self.active, batch._horizon(), single, materialise)
+                rows = visits.collected(made_rows[0])
             finally:
-                while batch._materialised:
-                    batch._materialised.pop().unpersist()
+                materialise.release()
         rows.append(batch._visit_meta(newest_log_time_ms))
         view_rows, update = visits.split(rows)
         for row in view_rows:
