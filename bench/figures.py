@@ -347,16 +347,25 @@ TABLES: dict[str, Table] = {
             (
                 "speed layer sustained (`make bench-speed`, defaults): {speed:sustained/backlog:,}-event "
                 "backlog, {speed:sustained/events_per_micro_batch:,} events per micro-batch, timed after "
-                "two warm-up micro-batches; Kafka + the whole contract + dedup + five dimensions + Redis",
+                "two warm-up micro-batches; Kafka + the whole contract + dedup + every shipped view (the "
+                "visits with their retractions, the filter table, the current visitors) + Redis",
                 "{speed:sustained/events_per_s:,} events/s",
                 "-",
             ),
             (
                 "its floor, same run, same backlog and micro-batches (`bench/speed_floor.py`): Kafka + "
-                "`from_json` + one aggregation (page views and HLL per view, key, day, hour) + collect",
+                "`from_json` + the same rows by the speed layer's own function (`speed_layer/outputs.py`), "
+                "one generation, collected, the visit state written back",
                 "{speed:sustained/floor_events_per_s:,} events/s: the speed layer is "
                 "**{speed:sustained/ratio_to_floor:.2f}** of it ([docs/speed-floor.md](docs/speed-floor.md))",
                 ">= {speed:sustained/target_ratio_to_floor:.2f} of the floor",
+            ),
+            (
+                "the same two, same run, counting page views and visitors only (no visits, no filter table)",
+                "{speed:sustained/variants/page views and visitors only/events_per_s:,} against "
+                "{speed:sustained/variants/page views and visitors only/floor_events_per_s:,} events/s: "
+                "**{speed:sustained/variants/page views and visitors only/ratio_to_floor:.2f}** of the floor",
+                "-",
             ),
             (
                 "speed layer freshness as a user sees it: live generator at "
@@ -369,8 +378,8 @@ TABLES: dict[str, Table] = {
             ),
             (
                 "its freshness floor, same traffic and probes through the same API "
-                "(`bench/freshness_floor.py`): Kafka + `from_json` + count on the driver + one Redis "
-                "pipeline",
+                "(`bench/speed_floor.py`, back-to-back micro-batches): Kafka + `from_json` + the same "
+                "rows + one Redis transaction",
                 "p50 {speed:freshness/floor/p50_s:.2f} s, p95 {speed:freshness/floor/p95_s:.2f} s "
                 "({speed:freshness/floor/probes} probes, {speed:freshness/floor/probes_not_seen} not seen): "
                 "the speed layer's p95 is **{speed:freshness/p95_ratio_to_floor:.1f}x** it",
@@ -553,6 +562,12 @@ TABLES: dict[str, Table] = {
                 "{speed:sustained/target_ratio_to_floor:.2f})",
             ),
             (
+                "sustained events/s, page views and visitors only (no visits, no filter table)",
+                "{speed:sustained/variants/page views and visitors only/events_per_s:,}",
+                "{speed:sustained/variants/page views and visitors only/floor_events_per_s:,}",
+                "{speed:sustained/variants/page views and visitors only/ratio_to_floor:.2f}",
+            ),
+            (
                 "freshness p50 / p95 / max",
                 "{speed:freshness/speed_layer/p50_s:.2f} s / {speed:freshness/speed_layer/p95_s:.2f} s / "
                 "{speed:freshness/speed_layer/max_s:.2f} s ({speed:freshness/speed_layer/probes_not_seen} "
@@ -561,6 +576,73 @@ TABLES: dict[str, Table] = {
                 "{speed:freshness/floor/max_s:.2f} s",
                 "p95 {speed:freshness/p95_ratio_to_floor:.1f}x (target <= "
                 "{speed:freshness/target_p95_ratio_to_floor}x)",
+            ),
+        ),
+    ),
+    "speed-steps": Table(
+        (
+            "step (seconds, medians of the timed micro-batches)",
+            "speed layer",
+            "floor",
+            "speed layer, page views only",
+            "floor, page views only",
+        ),
+        (
+            (
+                "events per micro-batch",
+                "{speed:sustained/steps/speed_layer/rows:,.0f}",
+                "{speed:sustained/steps/floor/rows:,.0f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/rows:,.0f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/rows:,.0f}",
+            ),
+            (
+                "read: Kafka, the contract, the dedup (the floor: `from_json` alone), the keys; materialised",
+                "{speed:sustained/steps/speed_layer/read:.2f}",
+                "{speed:sustained/steps/floor/read:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/read:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/read:.2f}",
+            ),
+            (
+                "visits: the state read, sessionised",
+                "{speed:sustained/steps/speed_layer/visits:.2f}",
+                "{speed:sustained/steps/floor/visits:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/visits:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/visits:.2f}",
+            ),
+            (
+                "the rows: views, visits' deltas, filters, current visitors; collected",
+                "{speed:sustained/steps/speed_layer/views:.2f}",
+                "{speed:sustained/steps/floor/views:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/views:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/views:.2f}",
+            ),
+            (
+                "filter rows encoded",
+                "{speed:sustained/steps/speed_layer/filter rows:.2f}",
+                "{speed:sustained/steps/floor/filter rows:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/filter rows:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/filter rows:.2f}",
+            ),
+            (
+                "Redis commit (one transaction)",
+                "{speed:sustained/steps/speed_layer/commit:.2f}",
+                "{speed:sustained/steps/floor/commit:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/commit:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/commit:.2f}",
+            ),
+            (
+                "offset log, trigger, driver",
+                "{speed:sustained/steps/speed_layer/other:.2f}",
+                "{speed:sustained/steps/floor/other:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/other:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/other:.2f}",
+            ),
+            (
+                "whole micro-batch",
+                "{speed:sustained/steps/speed_layer/total:.2f}",
+                "{speed:sustained/steps/floor/total:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/speed_layer/total:.2f}",
+                "{speed:sustained/variants/page views and visitors only/steps/floor/total:.2f}",
             ),
         ),
     ),
@@ -580,7 +662,7 @@ TABLES: dict[str, Table] = {
             (
                 "speed layer sustained: {speed:sustained/backlog:,} backlog, "
                 "{speed:sustained/events_per_micro_batch:,} events per micro-batch, steady state, Kafka + "
-                "the whole contract + dedup + five dimensions + Redis",
+                "the whole contract + dedup + every shipped view + Redis",
                 "{speed:sustained/events_per_s:,} events/s ({speed:sustained/ratio_to_floor:.2f} of its "
                 "floor)",
                 "`sustained`",

@@ -5,16 +5,18 @@ the generator on this one machine.
    ``maxOffsetsPerTrigger`` so each micro-batch holds a fixed slice of it, timed from the end of
    its second micro-batch (warm-up) for at least 60 s. Then, on the same topic from its start,
    with the same slices, the floor (bench/speed_floor.py): the least Spark work for the same
-   output (read, parse with the contract schema, one aggregation per micro-batch, collect; no
-   dedup, no Redis). Both rates and their ratio; the lag (records behind the log end) is sampled
-   for both, and where each second of a micro-batch goes, step by step, beside the floor's
-   (:func:`steps`: the medians of the timed micro-batches).
+   output (read, parse with the contract schema, the same rows by the speed layer's own function,
+   written with its own sinks; no contract verdicts, no dedup, no exactly-once commit). Both rates
+   and their ratio, as shipped and again counting page views and visitors only (:data:`VARIANTS`);
+   the lag (records behind the log end) is sampled for both, and where each second of a
+   micro-batch goes, step by step, beside the floor's (:func:`steps`: the medians of the timed
+   micro-batches).
 2. Freshness, as a user sees it: the generator produces live traffic at 20,000 events/s
    (``--rate``) while probe events on a site of their own are sent every 100 ms; the API
    (``python -m api``) is asked for that site's page views every 50 ms, and a probe
    is seen when an answer first counts it. p50, p95 and max of (seen - produced). Then the same
-   with the freshness floor (bench/freshness_floor.py) in place of the speed layer: read, parse,
-   count on the driver, one Redis write per micro-batch, back-to-back triggers.
+   with the floor in place of the speed layer, from the live topic's end with back-to-back
+   triggers, writing where the API reads.
 
 Targets: the speed layer's throughput at 85% of its floor or more, its freshness p95 at most 1.5x
 its floor's. Absolute figures move from machine to machine; the ratios, measured in the same run,
@@ -67,6 +69,9 @@ WARMUP_EVENTS = 2_000
 FRESHNESS_WARMUP_MICRO_BATCHES = 20
 """Micro-batches of the freshness runs left out of their step medians (the warm-up, the wait for
 the job to keep up)."""
+PROBE_WAIT_S = 300.0
+"""How long, after the last probe, the probes not yet seen are waited for (the live traffic has
+stopped by then)."""
 FLOOR_REDIS_DB = 4
 """The throughput floor's Redis database (its visit state), apart from the speed layer's."""
 FRESHNESS_RATE = 20_000
@@ -276,6 +281,17 @@ def _timed(
     }
 
 
+STEPS = {
+    "read": "Kafka, contract, dedup; the keys (materialised)",
+    "visits": "visits: the state read, sessionised",
+    "views": "the rows: views, visits' deltas, filters; collect",
+    "dedup rebuild": "dedup state rebuilt from the log",
+    "dead letters": "dead letters to Kafka",
+    "filter rows": "filter rows encoded",
+    "commit": "Redis commit (one transaction)",
+}
+"""The steps of a micro-batch as its log line names them (speed_layer.job), each timed apart."""
+
 BATCH_LINE = re.compile(
     r"batch (?P<id>\d+): (?P<rows>\d+) rows .* in (?P<seconds>[\d.]+) s \((?P<phases>[^)]*)\)$"
 )
@@ -310,36 +326,27 @@ def steps(layer_log: Path, floor_progress: Path, skip: int) -> dict[str, Any]:
 
     def medians(batches: list[dict[str, float]]) -> dict[str, float]:
         timed = batches[skip:] or batches
-        names = sorted({k for b in timed for k in b})
-        return {k: round(statistics.median(b.get(k, 0.0) for b in timed), 3) for k in names}
+        names = sorted({k for b in timed for k in b} | {"rows", "total", *STEPS})
+        found = {
+            k: round(statistics.median(b.get(k, 0.0) for b in timed), 3) if timed else 0.0 for k in names
+        }
+        spent = sum(v for k, v in found.items() if k not in ("rows", "total"))
+        found["other"] = round(found["total"] - spent, 3)
+        return found
 
-    speed = medians(layer)
-    spent = sum(v for k, v in speed.items() if k not in ("rows", "total"))
-    speed["other"] = round(speed.get("total", 0.0) - spent, 3)
-    return {"speed_layer": speed, "floor": medians(floor), "micro_batches": len(layer)}
+    return {"speed_layer": medians(layer), "floor": medians(floor), "micro_batches": len(layer)}
 
 
 def show_steps(console: Console, breakdown: dict[str, Any]) -> None:
     layer, floor = breakdown["speed_layer"], breakdown["floor"]
     console.print("where a micro-batch's seconds go (medians, timed micro-batches):")
-    console.print(f"  {'step':<44} {'speed layer':>12} {'floor':>8}")
+    console.print(f"  {'step':<50} {'speed layer':>12} {'floor':>8}")
     console.print(
-        f"  {'events per micro-batch':<44} {layer.get('rows', 0):>12,.0f} {floor.get('rows', 0):>8,.0f}"
+        f"  {'events per micro-batch':<50} {layer.get('rows', 0):>12,.0f} {floor.get('rows', 0):>8,.0f}"
     )
-    labels = {
-        "read": "Kafka, contract, dedup; the keys (materialised)",
-        "visits": "visits: the state read, sessionised",
-        "views": "the rows: views, visits' deltas, filters; collect",
-        "dedup rebuild": "dedup state rebuilt from the log",
-        "dead letters": "dead letters to Kafka",
-        "filter rows": "filter rows encoded",
-        "commit": "Redis commit (one transaction)",
-        "other": "offset log, trigger, driver",
-    }
-    for key, label in labels.items():
-        floor_value = f"{floor[key]:>8.2f}" if key in floor else f"{'-':>8}"
-        console.print(f"  {label:<44} {layer.get(key, 0):>12.2f} {floor_value}")
-    console.print(f"  {'whole micro-batch':<44} {layer.get('total', 0):>12.2f} {floor.get('total', 0):>8.2f}")
+    for key, label in {**STEPS, "other": "offset log, trigger, driver"}.items():
+        console.print(f"  {label:<50} {layer.get(key, 0):>12.2f} {floor.get(key, 0):>8.2f}")
+    console.print(f"  {'whole micro-batch':<50} {layer.get('total', 0):>12.2f} {floor.get('total', 0):>8.2f}")
 
 
 def _floor_counted(progress: Path) -> int:
@@ -350,7 +357,7 @@ def _floor_counted(progress: Path) -> int:
 
 
 def freshness(base: Settings, console: Console, rate: int, seconds: float) -> dict[str, Any]:
-    """The speed layer's freshness, then its floor's (bench/freshness_floor.py), each under the same
+    """The speed layer's freshness, then its floor's (bench/speed_floor.py), each under the same
     live traffic and the same probes, read through the same API (:func:`_probed`)."""
     settings = _settings(base, "freshness")
     r = _fresh(settings)
@@ -392,7 +399,8 @@ def freshness(base: Settings, console: Console, rate: int, seconds: float) -> di
         floor_log = base.log_dir / "bench-speed-freshness-floor.out"
         floor_proc = _spawn(
             [
-                *("bench.freshness_floor", "--topic", floor_settings.events_topic),
+                *("bench.speed_floor", "--topic", floor_settings.events_topic),
+                *("--trigger-s", "0", "--starting-offsets", "latest"),
                 *("--checkpoint", str(floor_dir / "checkpoint"), "--progress", str(progress)),
             ],
             {**os.environ, **floor_settings.to_env()},
@@ -405,7 +413,7 @@ def freshness(base: Settings, console: Console, rate: int, seconds: float) -> di
             return progress.exists() and len(progress.read_text().splitlines()) >= 3
 
         try:
-            console.print("freshness floor (read, from_json, count on the driver, one Redis write):")
+            console.print("freshness floor (read, from_json, the same rows, one Redis write; back to back):")
             floor = _probed(floor_settings, console, rate, seconds, port, FLOOR_PROBE_SITE, floor_ready)
         finally:
             _stop(floor_proc)
@@ -442,12 +450,14 @@ def _probed(
 ) -> dict[str, Any]:
     """Freshness as a user sees it: live traffic at ``rate`` into the settings' topic, and once
     ``ready()`` (the job keeps up; at most 120 s, else the result says it did not), a probe event
-    on ``site`` every 100 ms for ``seconds``. The API is asked for the site's page views every
-    50 ms, and a probe is seen when an answer first counts it (the probes share one visitor, hence
-    one partition, so they become visible in the order they were sent)."""
+    on ``site`` every 100 ms for ``seconds``; then the traffic stops and the probes not seen yet
+    are waited for (:data:`PROBE_WAIT_S`), so a job that fell behind is measured by how far. The
+    API is asked for the site's page views every 50 ms, and a probe is seen when an answer first
+    counts it (the probes share one visitor, hence one partition, so they become visible in the
+    order they were sent)."""
     sent: list[float] = []
     seen: dict[int, float] = {}
-    stop = threading.Event()
+    stop, polled = threading.Event(), threading.Event()
     traffic = threading.Thread(target=live_traffic, args=(settings, rate, seconds + 600, stop), daemon=True)
     traffic.start()
     try:
@@ -456,7 +466,7 @@ def _probed(
             time.sleep(0.5)
         if not caught_up:
             console.print("  [yellow]the job is still behind the live traffic after 120 s; probing anyway[/]")
-        poller = threading.Thread(target=_poll_api, args=(port, site, sent, seen, stop), daemon=True)
+        poller = threading.Thread(target=_poll_api, args=(port, site, sent, seen, polled), daemon=True)
         poller.start()
         probes = EventProducer(settings, **{"linger.ms": 1})  # type: ignore[arg-type]
         started = time.monotonic()
@@ -473,12 +483,18 @@ def _probed(
             n += 1
             time.sleep(0.1)
         probes.flush()
-        time.sleep(5.0)
+        # The live traffic ends with the probes; a job that fell behind works off what it left
+        # and its last probes are seen late, not never (up to PROBE_WAIT_S).
+        stop.set()
+        deadline = time.monotonic() + PROBE_WAIT_S
+        while len(seen) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.5)
     finally:
         stop.set()
+        polled.set()
     delays = sorted(seen[i] - sent[i] for i in seen)
     if not delays:
-        raise RuntimeError(f"no probe of {site} was seen through the API")
+        raise RuntimeError(f"no probe of {site} was seen through the API in {PROBE_WAIT_S} s")
     p50 = statistics.median(delays)
     p95 = delays[int(0.95 * (len(delays) - 1))]
     missing = len(sent) - len(seen)

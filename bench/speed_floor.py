@@ -3,20 +3,24 @@
 A Structured Streaming query that reads the topic, parses each record with the contract's schema
 (``from_json``, no other check), and in each micro-batch makes the speed layer's realtime rows with
 the speed layer's own function (speed_layer.outputs.rows, under the same settings: the declared
-views and, when the settings count them, the visits with their retractions and the filter table's
-rows), for one generation, collected to the driver. The visits need the visit state of the
-visitor-days a micro-batch touches, as the speed layer does: it is read from and written back to
-this job's Redis database (cleared at its start) with one plain transaction per micro-batch (its
-step "commit"), so a visit that spans micro-batches is merged as the speed layer merges it.
+views and, when the settings count them, the visits with their retractions, the filter table's rows
+and the current visitors) for one generation, and writes them where the speed layer writes them
+with the speed layer's own sinks (speed_layer.writes), with the commit record the API's answer
+cache keys on, in one plain transaction (its step "commit"). The visits need the visit state of
+the visitor-days a micro-batch touches, as the speed layer's do: the floor reads and writes its own
+(cleared at its start), so a visit that spans micro-batches is merged as the speed layer merges it.
 
 Left out, which is the price of the speed layer's guarantees: the contract's verdicts (the
 canonical-form recogniser and the pydantic model), the dedup, the counts and dead letters, the
-generations' tags, the exactly-once commit of the rows with the batch id and offsets.
-``bench/speed.py`` runs it in its own process (a JVM of its own, as the speed layer has) on the
-topic the speed layer just consumed and reads its progress file: one JSON line per micro-batch
-with the events it counted.
+generations' tags, the exactly-once commit (WATCH, the check of the batch id, the stats record).
 
-    python -m bench.speed_floor --topic T --max-offsets N --checkpoint DIR --progress FILE
+``bench/speed.py`` runs it in its own process (a JVM of its own, as the speed layer has) and reads
+its progress file (one JSON line per micro-batch: the events it counted, the steps' seconds): for
+throughput on the topic the speed layer just consumed, with the same ``--max-offsets``; for
+freshness from the end of the live topic with back-to-back micro-batches (``--trigger-s 0
+--starting-offsets latest``), where the API reads what it writes.
+
+    python -m bench.speed_floor --topic T [--max-offsets N] --checkpoint DIR --progress FILE
 """
 
 from __future__ import annotations
@@ -32,9 +36,14 @@ import redis
 from config.settings import get_settings
 from config.spark import spark_session
 from contract.spark_schema import event_schema
-from speed_layer import current_visitors, filter_rows, outputs
-from speed_layer.visits import Horizon, dimensions_mark, meta_row, split
-from stores.redis import visit_state
+from generations.model import SpeedCommit
+from speed_layer import filter_rows, outputs
+from speed_layer.stream import batch_offsets, initial_offsets
+from speed_layer.visits import Horizon, dimensions_mark, meta_row
+from speed_layer.writes import RowWrites
+from stores.redis import keys, visit_state
+from stores.redis.current_visitors import CurrentVisitorsSink
+from stores.redis.sink import RedisRealtimeSink
 from views import all_views
 
 if TYPE_CHECKING:
@@ -47,8 +56,9 @@ GENERATION = 0
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--max-offsets", type=int, required=True, help="records per micro-batch at most")
-    parser.add_argument("--trigger-s", type=float, default=0.5)
+    parser.add_argument("--max-offsets", type=int, help="records per micro-batch at most (default: no cap)")
+    parser.add_argument("--trigger-s", type=float, default=0.5, help="0: back-to-back micro-batches")
+    parser.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest")
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--progress", type=Path, required=True, help="one JSON line per micro-batch")
     args = parser.parse_args(argv)
@@ -61,24 +71,41 @@ def main(argv: list[str] | None = None) -> int:
     made = outputs.Outputs(settings, list(dims), filter_rows.counted(dims, settings.filter_table))
     r = redis.Redis.from_url(settings.redis_url)
     visit_state.clear(r, dimensions_mark(dims))
-    records = (
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
         .option("subscribe", args.topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(args.max_offsets))
-        .load()
+        .option("startingOffsets", args.starting_offsets)
     )
-    events = records.select(
-        F.from_json(F.col("value").cast("string"), event_schema()).alias("e"),
-        F.col("partition").alias("kafka_partition"),
-        F.col("offset").alias("kafka_offset"),
-        F.col("timestamp").alias("log_time"),
-    ).select("e.*", "kafka_partition", "kafka_offset", "log_time")
-    single = args.max_offsets <= settings.speed_single_partition_rows
+    if args.max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets))
+    events = (
+        reader.load()
+        .select(
+            F.from_json(F.col("value").cast("string"), event_schema()).alias("e"),
+            F.col("partition").alias("kafka_partition"),
+            F.col("offset").alias("kafka_offset"),
+            F.col("timestamp").alias("log_time"),
+        )
+        .select("e.*", "kafka_partition", "kafka_offset", "log_time")
+    )
+    checkpoint = args.checkpoint.resolve().as_uri()
     active: dict[int, dict[int, int]] = {GENERATION: {}}
 
+    def minutes() -> CurrentVisitorsSink:
+        return CurrentVisitorsSink(
+            r, settings.current_visitors_exact_limit, settings.current_visitors_max_minutes
+        )
+
     def each(batch: DataFrame, batch_id: int) -> None:
+        ends = batch_offsets(spark, checkpoint, args.topic, batch_id)
+        starts = (
+            batch_offsets(spark, checkpoint, args.topic, batch_id - 1)
+            if batch_id > 0
+            else initial_offsets(spark, checkpoint, args.topic)
+        )
+        records = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
+        single = records <= settings.speed_single_partition_rows
         meta = visit_state.read_meta(r)
         horizon = Horizon(
             meta.watermark_ms, meta.dropped_before_us, settings.visit_lateness_s, settings.session_gap_s
@@ -99,15 +126,16 @@ def main(argv: list[str] | None = None) -> int:
             materialise.release()
         metrics = observation.get
         phases["views"] = time.monotonic() - t0 - sum(phases.values())
-        _, rest = current_visitors.split(rows)
-        _, rest = filter_rows.split(rest)
         newest = int(metrics["newest"] or 0)
-        _, update = split([*rest, meta_row(max(meta.watermark_ms, newest), horizon.drop_before_us)])
+        rows.append(meta_row(max(meta.watermark_ms, newest), horizon.drop_before_us))
         t1 = time.monotonic()
-        state = update.sink(r)
-        if state is not None:
-            state.prepare()
-            state.write()
+        writes = RowWrites(rows, RedisRealtimeSink(r), r, minutes)
+        with r.pipeline(transaction=True) as pipe:
+            writes.flush(pipe)
+            # What the API's answer cache keys on: without a new record it keeps serving the
+            # answers of before (no WATCH, no check of the batch id: not the speed layer's protocol).
+            pipe.set(keys.SPEED_COMMIT, keys.encode_commit(SpeedCommit(batch_id, ends)))
+            pipe.execute()
         phases["commit"] = time.monotonic() - t1
         line: dict[str, Any] = {
             "batch_id": batch_id,
@@ -120,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     query = (
         events.writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(args.checkpoint))
+        .option("checkpointLocation", checkpoint)
         .trigger(processingTime=f"{args.trigger_s} seconds")
         .start()
     )

@@ -41,10 +41,9 @@ from tenacity import (
 
 from generations.model import Offsets, SpeedCommit
 from generations.registry import GenerationRegistry
-from speed_layer import current_visitors, filter_rows, visits
 from speed_layer.progress import BatchReport, stats_record
+from speed_layer.writes import RowWrites
 from stores.redis.current_visitors import CurrentVisitorsSink
-from stores.redis.filter_rows import FilterRowsSink
 from stores.redis.handshake import Conflict, RedisSpeedCommits, Unreachable
 
 log = logging.getLogger(__name__)
@@ -152,39 +151,13 @@ class Committer:
                 pending.rows = pending.rows_for(active)
                 pending.computed_for = active
             t0 = time.monotonic()
-            sink = self.commits.sink()
-            minute_rows, rows = current_visitors.split(pending.rows)
-            filters, rows = filter_rows.split(rows)
-            view_rows, update = visits.split(rows)
-            for row in view_rows:
-                sink.add(row["gen"], row["view"], row)
-            sink.prepare()
-            state = update.sink(self.commits.client)
-            if state is not None:
-                state.prepare()
-            minutes = self.minute_sink() if self.minute_sink is not None and minute_rows else None
-            if minutes is not None:
-                for minute in minute_rows:
-                    minutes.add(minute)
-                minutes.prepare()
-            filter_sink, encoded = None, 0.0
-            if filters is not None:
-                t1 = time.monotonic()
-                filter_sink = FilterRowsSink()
-                filter_sink.add_table(filters)
-                filter_sink.prepare()
-                encoded = time.monotonic() - t1
-                report.phases["filter rows"] = encoded
+            writes = RowWrites(pending.rows, self.commits.sink(), self.commits.client, self.minute_sink)
+            if writes.filters is not None:
+                report.phases["filter rows"] = writes.filter_seconds
             previous = txn.speed_stats()
             counted = {g: self._counted_views(txn.counted_views(g)) for g in active}
             txn.multi()
-            written = sink.flush(txn.pipeline)
-            if state is not None:
-                state.flush(txn.pipeline)
-            if minutes is not None:
-                minutes.flush(txn.pipeline)
-            if filter_sink is not None:
-                filter_sink.flush(txn.pipeline)
+            written = writes.flush(txn.pipeline)
             for g, marks in counted.items():
                 txn.record_views(g, marks)
             txn.record_commit(
@@ -192,7 +165,7 @@ class Committer:
                 stats_record(report, previous, self.lag(), sorted(active)),
             )
             txn.execute()
-            report.phases["commit"] = time.monotonic() - t0 - encoded  # "filter rows" beside it
+            report.phases["commit"] = time.monotonic() - t0 - writes.filter_seconds  # reported beside it
             return written, sorted(active)
 
     def _counted_views(self, stored: frozenset[str] | None) -> list[str]:

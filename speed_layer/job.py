@@ -28,7 +28,6 @@ One micro-batch, end to end:
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -48,7 +47,7 @@ from speed_layer.commit import Committer, already_committed, redis_call
 from speed_layer.dedup import ScanDedup
 from speed_layer.micro_batch import DLQ_SOURCE, MicroBatch
 from speed_layer.progress import BatchReport, lag_of
-from speed_layer.stream import start_query, starting_offsets
+from speed_layer.stream import batch_offsets, initial_offsets, start_query, starting_offsets
 from speed_layer.visit_seed import seed
 from speed_layer.visits import dimensions_mark
 from stores.mongo import client as mongo_client
@@ -215,28 +214,9 @@ class SpeedJob:
         return bool(fs.exists(path))
 
     def _batch_offsets(self, batch_id: int) -> Offsets:
-        """End offsets of ``batch_id`` from the checkpoint's offset log (written before the batch
-        runs, so it is there for the batch being processed and every earlier one still kept)."""
-        text = _read_text(self.spark, f"{self.settings.speed_checkpoint_uri.rstrip('/')}/offsets/{batch_id}")
-        sources = json.loads(text.strip().splitlines()[-1])
-        return {int(p): int(o) for p, o in sources[self.settings.events_topic].items()}
+        return batch_offsets(
+            self.spark, self.settings.speed_checkpoint_uri, self.settings.events_topic, batch_id
+        )
 
     def _initial_offsets(self) -> Offsets:
-        """Where the query's first batch starts: the Kafka source's initial offsets, which it
-        records in the checkpoint before that batch runs."""
-        uri = f"{self.settings.speed_checkpoint_uri.rstrip('/')}/sources/0/0"
-        text = _read_text(self.spark, uri).replace("\x00", "")
-        sources = json.loads(text.strip().splitlines()[-1])
-        return {int(p): int(o) for p, o in sources[self.settings.events_topic].items()}
-
-
-def _read_text(spark: SparkSession, uri: str) -> str:
-    """A small file through Hadoop's FileSystem, so the checkpoint may live on any supported store."""
-    fs, path = hadoop_path(spark, uri)
-    stream = fs.open(path)
-    try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-    finally:
-        stream.close()
+        return initial_offsets(self.spark, self.settings.speed_checkpoint_uri, self.settings.events_topic)

@@ -127,3 +127,33 @@ def starting_offsets(
     if not starts:
         return None
     return {p: min(s.get(p, 0) for s in starts) for p in set().union(*starts)}
+
+
+def batch_offsets(spark: SparkSession, checkpoint_uri: str, topic: str, batch_id: int) -> Offsets:
+    """End offsets of ``batch_id`` from a query's checkpoint (its offset log, written before the
+    batch runs, so it is there for the batch being processed and every earlier one still kept)."""
+    text = _read_text(spark, f"{checkpoint_uri.rstrip('/')}/offsets/{batch_id}")
+    sources = json.loads(text.strip().splitlines()[-1])
+    return {int(p): int(o) for p, o in sources[topic].items()}
+
+
+def initial_offsets(spark: SparkSession, checkpoint_uri: str, topic: str) -> Offsets:
+    """Where a query's first batch starts: the Kafka source's initial offsets, which it records in
+    the checkpoint before that batch runs."""
+    text = _read_text(spark, f"{checkpoint_uri.rstrip('/')}/sources/0/0").replace("\x00", "")
+    sources = json.loads(text.strip().splitlines()[-1])
+    return {int(p): int(o) for p, o in sources[topic].items()}
+
+
+def _read_text(spark: SparkSession, uri: str) -> str:
+    """A small file through Hadoop's FileSystem, so the checkpoint may live on any supported store."""
+    from config.spark import hadoop_path
+
+    fs, path = hadoop_path(spark, uri)
+    stream = fs.open(path)
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
