@@ -29,7 +29,7 @@ from generations.model import Offsets
 from ingest.producer import dlq_key
 from speed_layer import outputs
 from speed_layer.dedup import DUPLICATE_COLUMN
-from speed_layer.outputs import TAGS, Materialised, Outputs
+from speed_layer.outputs import Materialised, Outputs
 from speed_layer.progress import BatchReport
 from speed_layer.visits import Horizon, meta_row
 from views import sessions
@@ -45,7 +45,6 @@ INNER_PHASES = ("read", "visits")
 """Steps timed inside the micro-batch's Spark work (speed_layer.outputs), reported beside it."""
 
 DLQ_SOURCE = "speed-layer"
-__all__ = ["DLQ_SOURCE", "TAGS", "MicroBatch"]
 
 
 class MicroBatch:
