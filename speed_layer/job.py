@@ -7,7 +7,11 @@ One module per concern:
 - :mod:`speed_layer.dedup`: the dedup in the scan (the rule of :mod:`contract.duplicates`) and the
   rebuild of its state from the log.
 - this module: the job's clients and one micro-batch (:meth:`SpeedJob.process`).
-- :mod:`speed_layer.micro_batch`: a micro-batch's Spark work, one job.
+- :mod:`speed_layer.micro_batch`: a micro-batch's Spark work and its guarantees (the dedup's
+  marks, the counts, the dead letters, the generations' tags).
+- :mod:`speed_layer.outputs`: what the counted events become, the realtime rows (the views, the
+  visits, the current visitors, the filter table's rows).
+- :mod:`speed_layer.writes`: those rows as the stores' writes.
 - :mod:`speed_layer.commit`: the exactly-once commit of a micro-batch to Redis.
 - :mod:`speed_layer.progress`: what a micro-batch reports (the live line, the lag, the stats).
 
@@ -16,14 +20,15 @@ One micro-batch, end to end:
 1. Spark reads the next offset range of `events` and parses it with the contract
    (:mod:`speed_layer.stream`).
 2. ``foreachBatch`` (:meth:`SpeedJob.process`) skips a batch Redis already has (a replay after a
-   crash), then reads the active generations and runs one Spark job
+   crash), then reads the active generations and runs the micro-batch's Spark work
    (:class:`~speed_layer.micro_batch.MicroBatch`): duplicates marked in the scan, each counted
-   event tagged with every generation whose cut it is at or past, the shared pass of every view
-   (:func:`views.compute`, grouped by generation too: one shuffle for all views and generations),
-   the counts and the dead letters gathered as the rows pass, and the filter table's rows
-   (:mod:`speed_layer.filter_rows`). The dead letters go out, then all
-   writes, the batch id and the end offsets are committed in one Redis transaction
-   (:mod:`speed_layer.commit`), which computes the rows again if a generation opened meanwhile.
+   event tagged with every generation whose cut it is at or past, and the realtime rows
+   (:func:`speed_layer.outputs.rows`: the shared pass of every view grouped by generation too, the
+   visits with their retractions, the current visitors, the filter table's rows), the counts and
+   the dead letters gathered as the rows pass. The dead letters go out, then all writes
+   (:mod:`speed_layer.writes`), the batch id and the end offsets are committed in one Redis
+   transaction (:mod:`speed_layer.commit`), which computes the rows again if a generation opened
+   meanwhile.
 """
 
 from __future__ import annotations
