@@ -768,12 +768,18 @@ def filtered_bodies(browser: WebDriver, filters: list[list[Any]]) -> dict[str, d
     def shown(metrics: Sequence[str]) -> list[str]:
         return [m for m in metrics if not (page and m in VISIT_METRICS)]
 
+    # Whole UTC days go as dates (e.g. "24h" asked for in the day's last hour), as the page sends them.
+    whole_days = start.timestamp() % 86400 == 0 and end.timestamp() % 86400 == 0
     common = {
         "site_id": SITE,
-        "date_range": [
-            start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            (end - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        ],
+        "date_range": (
+            [start.strftime("%Y-%m-%d"), (end - timedelta(days=1)).strftime("%Y-%m-%d")]
+            if whole_days
+            else [
+                start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                (end - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            ]
+        ),
         "filters": filters,
     }
     bodies: dict[str, dict[str, Any]] = {
