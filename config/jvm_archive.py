@@ -127,7 +127,11 @@ def build(settings: Settings) -> Path:
     dumping = settings.model_copy(
         update={
             "spark_class_archive": False,
-            "spark_conf": {**settings.spark_conf, "spark.driver.extraJavaOptions": _dump_options(partial)},
+            "spark_conf": {
+                **settings.spark_conf,
+                # The jobs' own flags too (their collector): the dump runs as the jobs will.
+                "spark.driver.extraJavaOptions": f"{_dump_options(partial)} {settings.spark_java_options}",
+            },
         }
     )
     with tempfile.TemporaryDirectory(prefix="lambda-cds-") as scratch:

@@ -98,6 +98,15 @@ class Settings(BaseSettings):
         ),
     )
     spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")
+    spark_java_options: str = Field(
+        "-XX:+UseParallelGC",
+        description=(
+            "JVM flags of every Spark JVM (the driver, which local mode runs in, and executors). The "
+            "throughput collector: the speed layer keeps a large live set (the materialised "
+            "micro-batch, its dedup state), and on 2 cores G1's concurrent marking ran most of the "
+            "time beside the job; '-XX:+UseG1GC' restores Java's default (docs/scaling.md)."
+        ),
+    )
     spark_class_archive: bool = Field(
         True,
         description="Start the driver JVM from the class-data archive `make setup` builds, if there is one.",

@@ -132,8 +132,11 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         # map probed before the real one only misses, so the pass is faster without it
         # (docs/views.md has the figures).
         .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
-        .config("spark.driver.extraJavaOptions", " ".join([JAVA_OPTIONS, *java_options(settings)]))
-        .config("spark.executor.extraJavaOptions", JAVA_OPTIONS)
+        .config(
+            "spark.driver.extraJavaOptions",
+            " ".join([JAVA_OPTIONS, settings.spark_java_options, *java_options(settings)]),
+        )
+        .config("spark.executor.extraJavaOptions", f"{JAVA_OPTIONS} {settings.spark_java_options}")
     )
     if not settings.spark_master.startswith("local"):
         # PySpark's context takes the Python its workers run from PYSPARK_PYTHON alone (the
