@@ -553,14 +553,20 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=int, default=FRESHNESS_RATE, help="events/s of live traffic during the freshness runs"
     )
+    parser.add_argument(
+        "--freshness-only",
+        action="store_true",
+        help="no sustained runs; the result goes to speed_freshness_<rate>.json (the defaults' stays)",
+    )
     args = parser.parse_args()
     console = Console()
     base = get_settings()
     with running_stack(base):
         result: dict[str, Any] = {}
-        result["sustained"] = sustained(base, console, args.backlog, args.batch, args.min_seconds)
+        if not args.freshness_only:
+            result["sustained"] = sustained(base, console, args.backlog, args.batch, args.min_seconds)
         result["freshness"] = freshness(base, console, args.rate, args.freshness_seconds)
-        path = write_result("speed", result)
+        path = write_result(f"speed_freshness_{args.rate}" if args.freshness_only else "speed", result)
         console.print(f"results: {path}")
 
 
