@@ -44,6 +44,7 @@ COMMANDS = {
     "render": "make bench (python -m bench.render)",
     "soak": "make bench-soak (python -m bench.soak)",
     "speed": "make bench-speed (python -m bench.speed)",
+    "speed_freshness_5000": "python -m bench.speed --freshness-only --rate 5000",
     "views": "make bench-views (python -m bench.views)",
     "visits": "make bench-visits (python -m bench.visits)",
 }
@@ -576,6 +577,32 @@ TABLES: dict[str, Table] = {
                 "{speed:freshness/floor/max_s:.2f} s",
                 "p95 {speed:freshness/p95_ratio_to_floor:.1f}x (target <= "
                 "{speed:freshness/target_p95_ratio_to_floor}x)",
+            ),
+        ),
+    ),
+    "speed-freshness-5000": Table(
+        ("at 5,000 events/s", "speed layer", "floor", "ratio"),
+        (
+            (
+                "freshness p50 / p95 / max",
+                "{speed_freshness_5000:freshness/speed_layer/p50_s:.2f} s / "
+                "{speed_freshness_5000:freshness/speed_layer/p95_s:.2f} s / "
+                "{speed_freshness_5000:freshness/speed_layer/max_s:.2f} s "
+                "({speed_freshness_5000:freshness/speed_layer/probes_not_seen} of "
+                "{speed_freshness_5000:freshness/speed_layer/probes} probes not seen by the end)",
+                "{speed_freshness_5000:freshness/floor/p50_s:.2f} s / "
+                "{speed_freshness_5000:freshness/floor/p95_s:.2f} s / "
+                "{speed_freshness_5000:freshness/floor/max_s:.2f} s",
+                "p95 {speed_freshness_5000:freshness/p95_ratio_to_floor:.2f}x (target <= "
+                "{speed_freshness_5000:freshness/target_p95_ratio_to_floor}x)",
+            ),
+            (
+                "events per micro-batch, seconds per micro-batch (medians)",
+                "{speed_freshness_5000:freshness/steps/speed_layer/rows:,.0f}, "
+                "{speed_freshness_5000:freshness/steps/speed_layer/total:.2f} s",
+                "{speed_freshness_5000:freshness/steps/floor/rows:,.0f}, "
+                "{speed_freshness_5000:freshness/steps/floor/total:.2f} s",
+                "-",
             ),
         ),
     ),
