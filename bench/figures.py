@@ -50,7 +50,7 @@ COMMANDS = {
 }
 """The command that writes each result (a result that records its own ``command`` says it)."""
 
-REFERENCE = re.compile(r"\{([a-z_]+):([^:{}]+)(?::([^{}]*))?\}")
+REFERENCE = re.compile(r"\{([a-z][a-z0-9_]*):([^:{}]+)(?::([^{}]*))?\}")
 TABLE = re.compile(r"(<!-- figures:([a-z0-9-]+) -->\n)(.*?)(<!-- /figures:\2 -->)", re.S)
 INLINE = re.compile(r"(<!-- figure:(.*?) -->)(.*?)(<!-- /figure -->)", re.S)
 
