@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", type=Path, required=True, help="one JSON line per micro-batch")
     args = parser.parse_args(argv)
     settings = get_settings()
-    spark = spark_session(settings, "speed-floor")
+    spark = spark_session(settings, "speed-floor", settings.speed_java_options)  # the speed layer's JVM flags
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 

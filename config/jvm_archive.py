@@ -129,7 +129,6 @@ def build(settings: Settings) -> Path:
             "spark_class_archive": False,
             "spark_conf": {
                 **settings.spark_conf,
-                # The jobs' own flags too (their collector): the dump runs as the jobs will.
                 "spark.driver.extraJavaOptions": f"{_dump_options(partial)} {settings.spark_java_options}",
             },
         }

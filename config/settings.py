@@ -99,12 +99,17 @@ class Settings(BaseSettings):
     )
     spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")
     spark_java_options: str = Field(
+        "",
+        description="JVM flags of every Spark JVM (the driver, which local mode runs in, and executors).",
+    )
+    speed_java_options: str = Field(
         "-XX:+UseParallelGC",
         description=(
-            "JVM flags of every Spark JVM (the driver, which local mode runs in, and executors). The "
-            "throughput collector: the speed layer keeps a large live set (the materialised "
-            "micro-batch, its dedup state), and on 2 cores G1's concurrent marking ran most of the "
-            "time beside the job; '-XX:+UseG1GC' restores Java's default (docs/scaling.md)."
+            "JVM flags of the speed layer's Spark JVMs, after spark_java_options. The throughput "
+            "collector: the speed layer keeps a large live set (the materialised micro-batch, the "
+            "dedup state), and on 2 cores G1's concurrent marking ran most of the time beside it; "
+            "the batch pass with visits was slower with it, so batch runs keep Java's default "
+            "(docs/scaling.md, 'The JVM's collector')."
         ),
     )
     spark_class_archive: bool = Field(

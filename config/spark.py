@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.jvm_archive import java_options
+from config.jvm_archive import java_options as archive_options
 from config.settings import PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
@@ -98,14 +98,16 @@ def cluster_conf(settings: Settings) -> dict[str, str]:
     return conf
 
 
-def spark_session(settings: Settings, app_name: str) -> SparkSession:
-    """Get or create the session. Driver memory only takes effect before the JVM starts."""
+def spark_session(settings: Settings, app_name: str, java_options: str = "") -> SparkSession:
+    """Get or create the session. Driver memory and the JVM flags (``settings.spark_java_options``,
+    then the job's own ``java_options``) only take effect before the JVM starts."""
     from pyspark.sql import SparkSession
 
     if settings.spark_master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers must run the driver's interpreter (the venv), not whatever `python3` is.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    flags = [f for f in (JAVA_OPTIONS, settings.spark_java_options, java_options) if f]
     local_dir = settings.var_dir / "spark"
     local_dir.mkdir(parents=True, exist_ok=True)
     builder = (
@@ -134,9 +136,9 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
         .config(
             "spark.driver.extraJavaOptions",
-            " ".join([JAVA_OPTIONS, settings.spark_java_options, *java_options(settings)]),
+            " ".join([*flags, *archive_options(settings)]),
         )
-        .config("spark.executor.extraJavaOptions", f"{JAVA_OPTIONS} {settings.spark_java_options}")
+        .config("spark.executor.extraJavaOptions", " ".join(flags))
     )
     if not settings.spark_master.startswith("local"):
         # PySpark's context takes the Python its workers run from PYSPARK_PYTHON alone (the

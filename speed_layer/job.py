@@ -76,7 +76,7 @@ class SpeedJob:
 
     def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
         self.settings = settings
-        self.spark = spark or spark_session(settings, "lambda-speed")
+        self.spark = spark or spark_session(settings, "lambda-speed", settings.speed_java_options)
         self.mongo = mongo_client.connect(settings)
         self.redis = redis_client.connect(settings)
         self.registry = GenerationRegistry(
