@@ -109,7 +109,8 @@ class Settings(BaseSettings):
             "collector: the speed layer keeps a large live set (the materialised micro-batch, the "
             "dedup state), and on 2 cores G1's concurrent marking ran most of the time beside it; "
             "the batch pass with visits was slower with it, so batch runs keep Java's default "
-            "(docs/scaling.md, 'The JVM's collector')."
+            "(docs/scaling.md, 'The JVM's collector'). Empty: Java's default. The JVM refuses two "
+            "collectors, so name one here or in spark_java_options, not in both."
         ),
     )
     spark_class_archive: bool = Field(

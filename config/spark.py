@@ -98,6 +98,14 @@ def cluster_conf(settings: Settings) -> dict[str, str]:
     return conf
 
 
+def jvm_flags(settings: Settings, java_options: str = "") -> list[str]:
+    """The flags of a job's Spark JVMs: the platform's own, every job's
+    (``settings.spark_java_options``), then the job's (``java_options``; the speed layer's are
+    ``settings.speed_java_options``). A later value of the same option wins, but the JVM refuses
+    two collectors: name a collector in one of the two settings only."""
+    return [f for f in (JAVA_OPTIONS, settings.spark_java_options, java_options) if f]
+
+
 def spark_session(settings: Settings, app_name: str, java_options: str = "") -> SparkSession:
     """Get or create the session. Driver memory and the JVM flags (``settings.spark_java_options``,
     then the job's own ``java_options``) only take effect before the JVM starts."""
@@ -107,7 +115,7 @@ def spark_session(settings: Settings, app_name: str, java_options: str = "") -> 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers must run the driver's interpreter (the venv), not whatever `python3` is.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    flags = [f for f in (JAVA_OPTIONS, settings.spark_java_options, java_options) if f]
+    flags = jvm_flags(settings, java_options)
     local_dir = settings.var_dir / "spark"
     local_dir.mkdir(parents=True, exist_ok=True)
     builder = (
