@@ -107,9 +107,9 @@ class Settings(BaseSettings):
         description=(
             "JVM flags of the speed layer's Spark JVMs, after spark_java_options. The throughput "
             "collector: the speed layer keeps a large live set (the materialised micro-batch, the "
-            "dedup state), and on 2 cores G1's concurrent marking ran most of the time beside it; "
-            "the batch pass with visits was slower with it, so batch runs keep Java's default "
-            "(docs/scaling.md, 'The JVM's collector'). Empty: Java's default. The JVM refuses two "
+            "dedup state), and on 2 cores G1's concurrent marking ran most of the time beside it "
+            "(docs/scaling.md, 'The JVM's collector', which says why batch runs keep Java's "
+            "default for now). Empty: Java's default. The JVM refuses two "
             "collectors, so name one here or in spark_java_options, not in both."
         ),
     )
