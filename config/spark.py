@@ -21,8 +21,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-JAVA_OPTIONS = "-Duser.timezone=UTC"
-"""Every JVM of a job, driver and executors alike: buckets are UTC hours and days."""
+JAVA_OPTIONS = "-Duser.timezone=UTC -XX:-DontCompileHugeMethods"
+"""Every JVM of a job, driver and executors alike: buckets are UTC hours and days; and the JIT
+compiles every hot method, however large. HotSpot leaves a method of more than 8,000 bytes of
+bytecode to its interpreter (``DontCompileHugeMethods``), and Spark's whole-stage code has such
+methods: one stage of the shared pass without visits, two with them (Spark reports each when
+``spark.sql.codegen.hugeMethodLimit`` is 8000). Interpreted, they took about half of the pass's
+CPU time with visits (docs/visits.md, "Cost", has the figures)."""
 
 
 def session_jars(settings: Settings) -> list[str]:
