@@ -26,8 +26,8 @@ JAVA_OPTIONS = "-Duser.timezone=UTC -XX:-DontCompileHugeMethods"
 compiles every hot method, however large. HotSpot leaves a method of more than 8,000 bytes of
 bytecode to its interpreter (``DontCompileHugeMethods``), and Spark's whole-stage code has such
 methods: one stage of the shared pass without visits, two with them (Spark reports each when
-``spark.sql.codegen.hugeMethodLimit`` is 8000). Interpreted, they took about half of the pass's
-CPU time with visits (docs/visits.md, "Cost", has the figures)."""
+``spark.sql.codegen.hugeMethodLimit`` is 8000). Interpreted, they doubled what visits add to the
+batch pass's time (docs/visits.md, "Cost", has the figures)."""
 
 
 def session_jars(settings: Settings) -> list[str]:
