@@ -90,46 +90,62 @@ VISIT = "_visit"
 n, tainted), complete on the visit's last row in order, which ``closes`` marks."""
 
 
-def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFrame:
-    """Every row of ``summaries`` with :data:`VISIT`: summaries ordered by first view (time, then
-    id) within their (by..., visitor-day), a new visit wherever one starts more than ``gap_s``
-    after the latest end before it. ``_visit.closes`` marks one row per visit, its last in that
-    order, whose ``_visit`` is the whole visit.
+def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int, backwards: bool = False) -> DataFrame:
+    """Every row of ``summaries`` with :data:`VISIT`: a new visit wherever a summary starts more
+    than ``gap_s`` after the latest end before it, within their (by..., visitor-day).
+    ``_visit.closes`` marks one row per visit, its last in the order walked, whose ``_visit`` is
+    the whole visit.
+
+    Forwards, the summaries are walked by first view (time, then id); ``backwards``, by last view
+    (time, then id) from the latest, a new visit wherever a summary ends more than ``gap_s`` before
+    the earliest start after it: the mirror image, so the visits are the same. Walked backwards, a
+    visit of single views (the batch layer's events) closes on its **first** view: that row's own
+    keys and hour are the visit's, so its visit metrics can ride on its page view rows
+    (views.shared_pass.count_sessionised).
 
     One ordering, running frames only, so Spark sorts once (a window per visit would sort again):
-    the row that opens a visit is carried forward (the last opening row up to here), and the
-    visit's latest end is the running maximum, because every earlier visit ended before this one
-    started. Counts are running sums minus their value before the opening row. The partitions of
-    the speed layer's summaries (``p_lo``/``p_hi``) are the visitor-day's so far: a visitor-day with
-    views from two partitions is doubtful as a whole. Clustered by the visitor-day: a frame already
-    partitioned by visitor (the shared pass's one shuffle) needs no exchange, and every row keeps
-    its own columns (the batch layer counts page views from the same rows)."""
+    the row that opens a visit in the walk is carried forward (the last opening row up to here),
+    and the visit's other end is the running extreme, because every visit walked before this one
+    lies wholly beyond it. Counts are running sums minus their value before the opening row. The
+    partitions of the speed layer's summaries (``p_lo``/``p_hi``) are the visitor-day's so far: a
+    visitor-day with views from two partitions is doubtful as a whole. Clustered by the
+    visitor-day: a frame already partitioned by visitor (the shared pass's one shuffle) needs no
+    exchange, and every row keeps its own columns (the batch layer counts page views from the same
+    rows)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    # The end the walk meets first (opening), the other one (running), and how the other runs.
+    opened, other = (("e_ts", "e_id", "last"), ("s_ts", "s_id", "first"))
+    if not backwards:
+        opened, other = other, opened
     part = [*by, *SUMMARY_KEYS]
-    ordered = Window.partitionBy(*part).orderBy("s_ts", "s_id")
+    order = [F.col(c).desc() if backwards else F.col(c).asc() for c in opened[:2]]
+    ordered = Window.partitionBy(*part).orderBy(*order)
     upto = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     gap_us = gap_s * 1_000_000
-    prev_end = F.max("e_ts").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
-    starts = summaries.withColumn("_starts", prev_end.isNull() | (F.col("s_ts") - prev_end > gap_us))
+    before = ordered.rowsBetween(Window.unboundedPreceding, -1)
+    if backwards:
+        gap = F.min("s_ts").over(before) - F.col("e_ts")
+    else:
+        gap = F.col("s_ts") - F.max("e_ts").over(before)
+    starts = summaries.withColumn("_starts", gap.isNull() | (gap > gap_us))
     cum_n = F.sum("n").over(upto)
     cum_t = F.sum(F.col("tainted").cast("long")).over(upto)
     opening = F.when(
         F.col("_starts"),
         F.struct(
-            "s_ts",
-            "s_id",
-            "first",
+            *opened,
             (cum_n - F.col("n")).alias("n_before"),
             (cum_t - F.col("tainted").cast("long")).alias("t_before"),
         ),
     )
+    extreme = F.min if backwards else F.max
     has_p = "p_lo" in summaries.columns
     running = starts.select(
         "*",
         F.last(opening, ignorenulls=True).over(upto).alias("_open"),
-        F.max(F.struct("e_ts", "e_id", "last")).over(upto).alias("_end"),
+        extreme(F.struct(*other)).over(upto).alias("_other"),
         cum_n.alias("_cum_n"),
         cum_t.alias("_cum_t"),
         F.lead("_starts", 1).over(ordered).alias("_next_starts"),
@@ -139,13 +155,9 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFram
             else []
         ),
     )
+    ends = {name: F.col(f"_open.{name}") for name in opened} | {name: F.col(f"_other.{name}") for name in other}
     visit = F.struct(
-        F.col("_open.s_ts").alias("s_ts"),
-        F.col("_open.s_id").alias("s_id"),
-        F.col("_end.e_ts").alias("e_ts"),
-        F.col("_end.e_id").alias("e_id"),
-        F.col("_open.first").alias("first"),
-        F.col("_end.last").alias("last"),
+        *[ends[name].alias(name) for name in ("s_ts", "s_id", "e_ts", "e_id", "first", "last")],
         (F.col("_cum_n") - F.col("_open.n_before")).alias("n"),
         (F.col("_cum_t") > F.col("_open.t_before")).alias("tainted"),
         *([F.col("_p_lo").alias("p_lo"), F.col("_p_hi").alias("p_hi")] if has_p else []),
@@ -154,7 +166,7 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int) -> DataFram
     helpers = [
         "_starts",
         "_open",
-        "_end",
+        "_other",
         "_cum_n",
         "_cum_t",
         "_next_starts",
@@ -196,10 +208,11 @@ def visit_metrics(v: Column, sign: Column | None = None) -> dict[str, Column]:
     }
 
 
-def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:
+def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None, per_visit_only: bool = False) -> Column:
     """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` (for the
-    row that closes it): per visit-counting dimension, at its first view's hour and at the day
-    level; the metrics times ``sign`` (the speed layer's retractions)."""
+    row that closes it): per visit-counting dimension (``per_visit_only``: the entry and exit pages
+    only), at its first view's hour and at the day level; the metrics times ``sign`` (the speed
+    layer's retractions)."""
     from pyspark.sql import functions as F
 
     v = F.col(VISIT)
@@ -212,6 +225,7 @@ def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -
         F.struct(F.lit(i).alias("v"), v[group][d.name].alias("key"), level.alias("level"), *metrics)
         for group, dims in (("first", first_keyed(dimensions)), ("last", last_keyed(dimensions)))
         for i, d in dims
+        if d.per_visit is not None or not per_visit_only
         for level in (hour, F.lit(DAY_LEVEL))
     ]
     if not entries:

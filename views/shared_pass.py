@@ -174,8 +174,8 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
 
     When a dimension counts visits, the events are first sessionised in their partition
     (views.sessions.sessionised: window functions clustered by visitor-day, no exchange), and the
-    row that closes each visit also makes its visit's credited rows: one generator makes all the
-    rows of an event, page views and visits alike, so the events are scanned and moved once.
+    row a visit is on (its first view's) also credits its visit: one generator makes all the rows
+    of an event, page views and visits alike, so the events are scanned and moved once.
 
     Exploding to one row per dimension and level and counting per visitor happen inside the
     partition. Every visitor's rows stay in one partition, so the per-partition partial counts and
@@ -199,14 +199,17 @@ def with_visits(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[
     """The events moved by visitor, each with its visit (views.sessions.sessionised, first and last
     keys of ``dimensions``): window functions clustered by visitor-day, no exchange.
 
-    The visit (:data:`views.sessions.VISIT`) is kept on the row that closes it only (null on the
-    others), without the ids that only ordered the views; the summaries' own columns, each event's
-    id and its time are dropped (the counts and the filter table read neither): the rows are what
-    the batch layer keeps between its two writes, so they carry nothing that is not read."""
+    The views are walked backwards, so the visit (:data:`views.sessions.VISIT`) is kept on its
+    first view's row only (null on the others), without the ids that only ordered the views; the
+    summaries' own columns, each event's id and its time are dropped (the counts and the filter
+    table read neither): the rows are what the batch layer keeps between its two writes, so they
+    carry nothing that is not read."""
     from pyspark.sql import functions as F
 
     visit = F.col(sessions.VISIT)
-    rows = sessions.sessionised(sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s)
+    rows = sessions.sessionised(
+        sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s, backwards=True
+    )
     kept = [c for c in moved.columns if c not in ORDERING_ONLY]
     closing = F.when(visit["closes"], visit.dropFields("s_id", "e_id"))
     return rows.select(*kept, closing.alias(sessions.VISIT))
@@ -218,28 +221,44 @@ ORDERING_ONLY = ("event_id", "ts_us")
 
 def count_sessionised(rows: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
     """:func:`count_per_visitor` of events that already have their visits (:func:`with_visits`,
-    over ``dimensions`` or more: the filter table's write reads the same rows)."""
+    over ``dimensions`` or more: the filter table's write reads the same rows).
+
+    A visit is on its first view's row, whose keys and hour are the visit's: its metrics ride on
+    that row's page view entries (one row per dimension and level whatever it counts), and only
+    the entry and exit pages, which count no page views, add rows of their own (four per visit,
+    against twenty when every visit-counting dimension added its own)."""
     from pyspark.sql import functions as F
 
     closes = F.col(f"{sessions.VISIT}.closes")  # null on the rows that close no visit: no visit
     wide = wide_level_entries(dimensions)
-    entries = F.when(closes, F.concat(wide, sessions.visit_entries(dimensions))).otherwise(wide)
+    first_view = wide_level_entries(dimensions, with_visit=True)
+    if any(d.per_visit is not None for d in dimensions):
+        first_view = F.concat(first_view, sessions.visit_entries(dimensions, per_visit_only=True))
     return (
-        rows.select(*by, "day", "visitor_id", F.inline(entries))
+        rows.select(*by, "day", "visitor_id", F.inline(F.when(closes, first_view).otherwise(wide)))
         .groupBy(*by, "v", "key", "day", "level", "visitor_id")
         .agg(F.sum("n").alias("n"), *[F.sum(m).alias(m) for m in sessions.METRICS])
     )
 
 
-def wide_level_entries(dimensions: Sequence[Dimension]) -> Column:
+def wide_level_entries(dimensions: Sequence[Dimension], with_visit: bool = False) -> Column:
     """:func:`level_entries` with a page view each (``n`` 1) and the visit metrics null: the shape
-    of views.sessions.visit_entries, so that one generator makes both."""
+    of views.sessions.visit_entries, so that one generator makes both. ``with_visit``: the entries
+    of the row a visit is on (:func:`with_visits`), each visit-counting dimension's carrying the
+    visit's metrics (views.sessions.visit_metrics)."""
     from pyspark.sql import functions as F
 
     indices = tuple(i for i, d in enumerate(dimensions) if d.counts_page_views)
+    carrying = tuple(i for i in indices if with_visit and dimensions[i].visits)
     none = F.lit(None).cast("long")
+
+    def metrics(d: Dimension) -> list[Column]:
+        if not (with_visit and d.visits):  # as `carrying` says
+            return [none.alias(m) for m in sessions.METRICS]
+        return [value.alias(m) for m, value in sessions.visit_metrics(F.col(sessions.VISIT)).items()]
+
     return built(
-        ("wide entries", indices),
+        ("wide entries", indices, carrying),
         lambda: F.array(
             *[
                 F.struct(
@@ -247,7 +266,7 @@ def wide_level_entries(dimensions: Sequence[Dimension]) -> Column:
                     F.col(f"_k{i}").alias("key"),
                     level.alias("level"),
                     F.lit(1).cast("long").alias("n"),
-                    *[none.alias(m) for m in sessions.METRICS],
+                    *metrics(dimensions[i]),
                 )
                 for i in indices
                 for level in (F.col("hour"), F.lit(DAY))
