@@ -59,25 +59,36 @@ def counts_visits(dimensions: Sequence[Dimension]) -> bool:
     return any(d.counts_visits for d in dimensions)
 
 
-def as_summaries(keyed: DataFrame, dimensions: Sequence[Dimension]) -> DataFrame:
+def as_summaries(keyed: DataFrame, dimensions: Sequence[Dimension], lean: bool = False) -> DataFrame:
     """Each keyed page view (views.shared_pass.keyed_events: ``site``, ``ts_us`` and the ``_k``
-    keys) as the summary of a visit of one view, its other columns kept."""
+    keys) as the summary of a visit of one view, its other columns kept.
+
+    ``lean`` (the batch layer's, walked backwards): the view's time and id only as ``s_ts`` and
+    ``s_id`` (a view's end is its start: :func:`sessionised` reads them for both), no ``first``
+    keys (a visit walked backwards closes on its first view, which has them as its own
+    columns: views.shared_pass.with_visits) and no ``tainted`` flag (nothing is late for the batch
+    layer): the rows the window operators buffer and sort are that much narrower."""
     from pyspark.sql import functions as F
 
+    last = keys_struct(last_keyed(dimensions)).alias("last")
+    one = F.lit(1).cast("long").alias("n")
+    if lean:
+        others = [c for c in keyed.columns if c not in ("ts_us", "event_id")]
+        return keyed.select(*others, F.col("ts_us").alias("s_ts"), F.col("event_id").alias("s_id"), last, one)
     return keyed.select(
         "*",
         F.col("ts_us").alias("s_ts"),
         F.col("event_id").alias("s_id"),
         F.col("ts_us").alias("e_ts"),
         F.col("event_id").alias("e_id"),
-        _keys_struct(first_keyed(dimensions)).alias("first"),
-        _keys_struct(last_keyed(dimensions)).alias("last"),
-        F.lit(1).cast("long").alias("n"),
+        keys_struct(first_keyed(dimensions)).alias("first"),
+        last,
+        one,
         F.lit(False).alias("tainted"),
     )
 
 
-def _keys_struct(dims: list[tuple[int, Dimension]]) -> Column:
+def keys_struct(dims: list[tuple[int, Dimension]]) -> Column:
     from pyspark.sql import functions as F
 
     if not dims:
@@ -115,39 +126,48 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int, backwards: 
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    # A lean summary (as_summaries) is one view: its end is its start, and it has no first keys
+    # and no tainted flag.
+    columns = set(summaries.columns)
+    value = {name: F.col(name) for name in ("s_ts", "s_id", "first", "last") if name in columns}
+    value["e_ts"] = F.col("e_ts") if "e_ts" in columns else value["s_ts"]
+    value["e_id"] = F.col("e_id") if "e_id" in columns else value["s_id"]
+    tainted = F.col("tainted").cast("long") if "tainted" in columns else None
     # The end the walk meets first (opening), the other one (running), and how the other runs.
     opened, other = (("e_ts", "e_id", "last"), ("s_ts", "s_id", "first"))
     if not backwards:
         opened, other = other, opened
+    opened = tuple(c for c in opened if c in value)
+    other = tuple(c for c in other if c in value)
     part = [*by, *SUMMARY_KEYS]
-    order = [F.col(c).desc() if backwards else F.col(c).asc() for c in opened[:2]]
+    order = [value[c].desc() if backwards else value[c].asc() for c in opened[:2]]
     ordered = Window.partitionBy(*part).orderBy(*order)
     upto = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     gap_us = gap_s * 1_000_000
     before = ordered.rowsBetween(Window.unboundedPreceding, -1)
     if backwards:
-        gap = F.min("s_ts").over(before) - F.col("e_ts")
+        gap = F.min(value["s_ts"]).over(before) - value["e_ts"]
     else:
-        gap = F.col("s_ts") - F.max("e_ts").over(before)
+        gap = value["s_ts"] - F.max(value["e_ts"]).over(before)
     starts = summaries.withColumn("_starts", gap.isNull() | (gap > gap_us))
     cum_n = F.sum("n").over(upto)
-    cum_t = F.sum(F.col("tainted").cast("long")).over(upto)
+    cum_t = None if tainted is None else F.sum(tainted).over(upto)
     opening = F.when(
         F.col("_starts"),
         F.struct(
-            *opened,
+            *[value[c].alias(c) for c in opened],
             (cum_n - F.col("n")).alias("n_before"),
-            (cum_t - F.col("tainted").cast("long")).alias("t_before"),
+            *([] if cum_t is None or tainted is None else [(cum_t - tainted).alias("t_before")]),
         ),
     )
     extreme = F.min if backwards else F.max
-    has_p = "p_lo" in summaries.columns
+    has_p = "p_lo" in columns
     running = starts.select(
         "*",
         F.last(opening, ignorenulls=True).over(upto).alias("_open"),
-        extreme(F.struct(*other)).over(upto).alias("_other"),
+        extreme(F.struct(*[value[c].alias(c) for c in other])).over(upto).alias("_other"),
         cum_n.alias("_cum_n"),
-        cum_t.alias("_cum_t"),
+        *([] if cum_t is None else [cum_t.alias("_cum_t")]),
         F.lead("_starts", 1).over(ordered).alias("_next_starts"),
         *(
             [F.min("p_lo").over(upto).alias("_p_lo"), F.max("p_hi").over(upto).alias("_p_hi")]
@@ -157,9 +177,9 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int, backwards: 
     )
     ends = {name: F.col(f"_open.{name}") for name in opened} | {name: F.col(f"_other.{name}") for name in other}
     visit = F.struct(
-        *[ends[name].alias(name) for name in ("s_ts", "s_id", "e_ts", "e_id", "first", "last")],
+        *[ends[name].alias(name) for name in ("s_ts", "s_id", "e_ts", "e_id", "first", "last") if name in ends],
         (F.col("_cum_n") - F.col("_open.n_before")).alias("n"),
-        (F.col("_cum_t") > F.col("_open.t_before")).alias("tainted"),
+        *([] if cum_t is None else [(F.col("_cum_t") > F.col("_open.t_before")).alias("tainted")]),
         *([F.col("_p_lo").alias("p_lo"), F.col("_p_hi").alias("p_hi")] if has_p else []),
         F.coalesce(F.col("_next_starts"), F.lit(True)).alias("closes"),
     )
@@ -168,7 +188,7 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int, backwards: 
         "_open",
         "_other",
         "_cum_n",
-        "_cum_t",
+        *([] if cum_t is None else ["_cum_t"]),
         "_next_starts",
         *(["_p_lo", "_p_hi"] if has_p else []),
     ]

@@ -207,11 +207,11 @@ def with_visits(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[
     from pyspark.sql import functions as F
 
     visit = F.col(sessions.VISIT)
-    rows = sessions.sessionised(
-        sessions.as_summaries(moved, dimensions), by, get_settings().session_gap_s, backwards=True
-    )
+    summaries = sessions.as_summaries(moved, dimensions, lean=True)
+    rows = sessions.sessionised(summaries, by, get_settings().session_gap_s, backwards=True)
     kept = [c for c in moved.columns if c not in ORDERING_ONLY]
-    closing = F.when(visit["closes"], visit.dropFields("s_id", "e_id"))
+    first = sessions.keys_struct(sessions.first_keyed(dimensions))  # the row's own: its visit's first view
+    closing = F.when(visit["closes"], visit.dropFields("s_id", "e_id").withField("first", first))
     return rows.select(*kept, closing.alias(sessions.VISIT))
 
 
