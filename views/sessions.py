@@ -129,16 +129,13 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int, backwards: 
     # A lean summary (as_summaries) is one view: its end is its start, and it has no first keys
     # and no tainted flag.
     columns = set(summaries.columns)
-    value = {name: F.col(name) for name in ("s_ts", "s_id", "first", "last") if name in columns}
+    value: dict[str, Column] = {n: F.col(n) for n in ("s_ts", "s_id", "first", "last") if n in columns}
     value["e_ts"] = F.col("e_ts") if "e_ts" in columns else value["s_ts"]
     value["e_id"] = F.col("e_id") if "e_id" in columns else value["s_id"]
     tainted = F.col("tainted").cast("long") if "tainted" in columns else None
     # The end the walk meets first (opening), the other one (running), and how the other runs.
-    opened, other = (("e_ts", "e_id", "last"), ("s_ts", "s_id", "first"))
-    if not backwards:
-        opened, other = other, opened
-    opened = tuple(c for c in opened if c in value)
-    other = tuple(c for c in other if c in value)
+    sides = (("e_ts", "e_id", "last"), ("s_ts", "s_id", "first"))
+    opened, other = [tuple(c for c in side if c in value) for side in (sides if backwards else sides[::-1])]
     part = [*by, *SUMMARY_KEYS]
     order = [value[c].desc() if backwards else value[c].asc() for c in opened[:2]]
     ordered = Window.partitionBy(*part).orderBy(*order)
@@ -175,9 +172,15 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int, backwards: 
             else []
         ),
     )
-    ends = {name: F.col(f"_open.{name}") for name in opened} | {name: F.col(f"_other.{name}") for name in other}
+    ends = {name: F.col(f"_open.{name}") for name in opened} | {
+        name: F.col(f"_other.{name}") for name in other
+    }
     visit = F.struct(
-        *[ends[name].alias(name) for name in ("s_ts", "s_id", "e_ts", "e_id", "first", "last") if name in ends],
+        *[
+            ends[name].alias(name)
+            for name in ("s_ts", "s_id", "e_ts", "e_id", "first", "last")
+            if name in ends
+        ],
         (F.col("_cum_n") - F.col("_open.n_before")).alias("n"),
         *([] if cum_t is None else [(F.col("_cum_t") > F.col("_open.t_before")).alias("tainted")]),
         *([F.col("_p_lo").alias("p_lo"), F.col("_p_hi").alias("p_hi")] if has_p else []),
@@ -228,7 +231,9 @@ def visit_metrics(v: Column, sign: Column | None = None) -> dict[str, Column]:
     }
 
 
-def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None, per_visit_only: bool = False) -> Column:
+def visit_entries(
+    dimensions: Sequence[Dimension], sign: Column | None = None, per_visit_only: bool = False
+) -> Column:
     """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` (for the
     row that closes it): per visit-counting dimension (``per_visit_only``: the entry and exit pages
     only), at its first view's hour and at the day level; the metrics times ``sign`` (the speed
