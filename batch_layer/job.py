@@ -195,7 +195,7 @@ class BatchJob:
 
     def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
         self.settings = settings
-        self.spark = spark or spark_session(settings, "lambda-batch")
+        self.spark = spark or spark_session(settings, "lambda-batch", settings.batch_java_options)
         self.mongo = connect(settings)
         self.db = self.mongo[settings.mongo_db]
         self.redis = redis_client.connect(settings)

@@ -48,7 +48,7 @@ def without_visits(views: list[View]) -> list[View]:
 
 
 def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> dict[str, Any]:
-    spark = spark_session(settings, "bench-visits")
+    spark = spark_session(settings, "bench-visits", settings.batch_java_options)  # the batch layer's JVM
     try:
         events = dataset(spark, settings.var_dir / "bench" / "views", events_n, console).cache()
         n = events.count()

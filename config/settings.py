@@ -108,9 +108,16 @@ class Settings(BaseSettings):
             "JVM flags of the speed layer's Spark JVMs, after spark_java_options. The throughput "
             "collector: the speed layer keeps a large live set (the materialised micro-batch, the "
             "dedup state), and on 2 cores G1's concurrent marking ran most of the time beside it "
-            "(docs/scaling.md, 'The JVM's collector', which says why batch runs keep Java's "
-            "default for now). Empty: Java's default. The JVM refuses two "
+            "(docs/scaling.md, 'The JVM's collector'). Empty: Java's default. The JVM refuses two "
             "collectors, so name one here or in spark_java_options, not in both."
+        ),
+    )
+    batch_java_options: str = Field(
+        "-XX:+UseParallelGC",
+        description=(
+            "JVM flags of the batch layer's Spark JVMs, after spark_java_options: the throughput "
+            "collector, as for the speed layer (docs/scaling.md, 'The JVM's collector', has the "
+            "batch recompute measured with both). Empty: Java's default."
         ),
     )
     spark_class_archive: bool = Field(
