@@ -1,9 +1,10 @@
 """What visits cost each layer: the batch recompute and the speed layer's sustained rate, with and
 without visits, in the same run.
 
-1. Batch: the shared pass of every shipped dimension over one generated dataset (Parquet, cached
-   under the var dir, the one ``make bench-views`` uses), into Spark's no-op sink, as a full
-   recompute computes it; with visits (the events sessionised in the shuffle's partitions, the
+1. Batch: the shared pass of every shipped dimension over one generated dataset (Parquet, kept
+   under the var dir, the one ``make bench-views`` uses, read in every run and not cached, as the
+   recompute reads the master dataset), into Spark's no-op sink, as a full recompute computes it,
+   in a JVM with the batch layer's flags; with visits (the events sessionised in the shuffle's partitions, the
    visit metrics of five dimensions and the entry and exit pages) and without (the same dimensions
    counting page views and visitors only). Alternated, best of ``--batch-repeat`` each after a
    warm-up of both; the JVM's CPU time of each run is recorded beside its wall time (on a machine
@@ -50,7 +51,10 @@ def without_visits(views: list[View]) -> list[View]:
 def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> dict[str, Any]:
     spark = spark_session(settings, "bench-visits", settings.batch_java_options)  # the batch layer's JVM
     try:
-        events = dataset(spark, settings.var_dir / "bench" / "views", events_n, console).cache()
+        # Not cached: read from its Parquet in every run, as the recompute reads the master dataset.
+        # Cached in the heap it is a large old-generation live set the recompute never has (with
+        # the throughput collector it made the pass with visits slower: docs/visits.md, "Cost").
+        events = dataset(spark, settings.var_dir / "bench" / "views", events_n, console)
         n = events.count()
         runs = {"with visits": all_views(), "without visits": without_visits(all_views())}
 
