@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 GROUP = "_group"
-"""The emitted rows' ``by`` values, as JSON text (empty without ``by`` columns)."""
+"""The emitted rows' ``by`` values, as JSON text (empty without ``by`` columns): the name of the
+field in toolchain/visit-scan's EmitVisits."""
 
 
 def _scan(spark: Any) -> Any:
@@ -94,8 +95,8 @@ class VisitScan:
         return moved.where(record)
 
     def visits(self) -> Column:
-        """The task's visit rows (an array of (group, v, key, day, level, vi, bo, du, vv)) on its
-        first evaluation, null after."""
+        """The task's visit rows on its first evaluation, null after: an array of (group, v, key,
+        day, level, visitor_id, n, vi, bo, du, vv), the shape of the per-visitor rows."""
         from pyspark.sql.classic.column import Column
 
         spark = self.spark
