@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from config.settings import get_settings
 from views import sessions
 from views.dimension import Dimension, View, site_column
-from views.visit_scan import GROUP, VisitScan
+from views.visit_scan import VisitScan
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -209,27 +209,28 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
     hosting = (F.col("v") == host) & (F.col("level") == DAY)
     hosted = per_visitor.select("*", F.when(hosting, scan.visits()).alias("_visits"))
     none = F.lit(None).cast("long")
-    # The emitted rows' shape (views.visit_scan), so that the generator runs in generated code.
     own = F.struct(
-        F.lit(None).cast("string").alias(GROUP),
-        "v",
-        "key",
-        "day",
-        "level",
-        "visitor_id",
-        "n",
-        *[none.alias(m) for m in sessions.METRICS],
+        *by, "v", "key", "day", "level", "visitor_id", "n", *[none.alias(m) for m in sessions.METRICS]
     )
-    both = F.when(F.col("_visits").isNull(), F.array(own)).otherwise(F.concat(F.array(own), "_visits"))
-    rows = hosted.select(*by, F.inline(both))
-    if by:  # a visit row's group is its own, not its host row's
-        types = ", ".join(f"`{c}` {moved.schema[c].dataType.simpleString()}" for c in by)
-        group = F.from_json(GROUP, f"struct<{types}>")
-        rest = [c for c in rows.columns if c not in (*by, GROUP)]
-        own_group = [F.when(F.col(GROUP).isNull(), F.col(c)).otherwise(group[c]).alias(c) for c in by]
-        rows = rows.select(*own_group, *rest)
-    else:
-        rows = rows.drop(GROUP)
+    group_type = ", ".join(f"`{c}` {moved.schema[c].dataType.simpleString()}" for c in by)
+
+    def visit_row(x: Column) -> Column:
+        group = F.from_json(x["group"], f"struct<{group_type}>") if by else None
+        return F.struct(
+            *[group[c].alias(c) for c in by] if group is not None else [],
+            x["v"].alias("v"),
+            x["key"].alias("key"),
+            x["day"].alias("day"),
+            x["level"].alias("level"),
+            F.lit(None).cast(moved.schema["visitor_id"].dataType).alias("visitor_id"),
+            F.lit(0).cast("long").alias("n"),
+            *[x[m].alias(m) for m in sessions.METRICS],
+        )
+
+    visits = F.transform("_visits", visit_row)
+    rows = hosted.select(
+        F.inline(F.when(F.col("_visits").isNull(), F.array(own)).otherwise(F.concat(F.array(own), visits)))
+    )
     return rows.where(F.col("v") != HOST) if not hosts else rows
 
 

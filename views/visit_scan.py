@@ -33,8 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 GROUP = "_group"
-"""The emitted rows' ``by`` values, as JSON text (empty without ``by`` columns): the name of the
-field in toolchain/visit-scan's EmitVisits."""
+"""The emitted rows' ``by`` values, as JSON text (empty without ``by`` columns)."""
 
 
 def _scan(spark: Any) -> Any:
@@ -95,8 +94,8 @@ class VisitScan:
         return moved.where(record)
 
     def visits(self) -> Column:
-        """The task's visit rows on its first evaluation, null after: an array of (group, v, key,
-        day, level, visitor_id, n, vi, bo, du, vv), the shape of the per-visitor rows."""
+        """The task's visit rows (an array of (group, v, key, day, level, vi, bo, du, vv)) on its
+        first evaluation, null after."""
         from pyspark.sql.classic.column import Column
 
         spark = self.spark

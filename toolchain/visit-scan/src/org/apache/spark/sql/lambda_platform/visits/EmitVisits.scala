@@ -24,9 +24,7 @@ private final class Bucket(val group: Int, val v: Int, val key: Int, val day: In
  * new visit after more than `gapUs`) and returns their metrics summed per (group, view, key, day,
  * level); every later one returns null. Each visit counts under its first view's key of the views
  * `firstViews` and its last view's of `lastViews` (the recorded keys, in that order), at its first
- * view's UTC hour and at level 24 (the day). A row has the shape of the pass's per-visitor rows
- * (views.shared_pass.count_per_visitor): no visitor, no page view (`n` 0), so that one generator
- * of generated code makes both. Evaluated after an aggregation that has consumed
+ * view's UTC hour and at level 24 (the day). Evaluated after an aggregation that has consumed
  * every recorded row of the task, so the views are all there; a view recorded after it fails the
  * task (TaskViews.add).
  */
@@ -52,13 +50,11 @@ case class EmitVisits(scan: String, firstViews: Seq[Int], lastViews: Seq[Int], g
 object EmitVisits {
   val Type: DataType = ArrayType(
     StructType(Seq(
-      StructField("_group", StringType),
+      StructField("group", StringType),
       StructField("v", IntegerType, nullable = false),
       StructField("key", StringType),
       StructField("day", DateType, nullable = false),
       StructField("level", IntegerType, nullable = false),
-      StructField("visitor_id", StringType),
-      StructField("n", LongType, nullable = false),
       StructField("vi", LongType, nullable = false),
       StructField("bo", LongType, nullable = false),
       StructField("du", LongType, nullable = false),
@@ -129,7 +125,7 @@ object EmitVisits {
       val b = e.getKey
       val m = e.getValue
       out(k) = new GenericInternalRow(
-        Array[Any](views.word(b.group), b.v, views.word(b.key), b.day, b.level, null, 0L, m(0), m(1), m(2), m(3)))
+        Array[Any](views.word(b.group), b.v, views.word(b.key), b.day, b.level, m(0), m(1), m(2), m(3)))
       k += 1
     }
     new GenericArrayData(out)
