@@ -182,15 +182,12 @@ def _on_days(moved: DataFrame, days: list[str], all_days: list[str]) -> DataFram
 
 def table_rows(moved: DataFrame, dimensions: list[View], days: list[str], all_days: list[str]) -> DataFrame:
     """The filter table's rows of ``days`` (page-view rows and visit rows) from the events moved by
-    visitor (keyed over ``dimensions``, read for ``all_days``), grouped with ``visitor_id`` too
-    (the same groups: the visitor column is its hash) so that the moved events' partitioning
-    satisfies the grouping and the aggregation adds no exchange.
-
-    The table's visit rows are per visit and visitor, so its events are given their visits by
-    window functions (views.shared_pass.with_visits), in the table's own job; the views count
-    theirs in the scan (views.visit_scan)."""
-    visits = shared_pass.with_visits(_on_days(moved, days, all_days), dimensions, ())
-    return filter_table.table_rows(visits, dimensions, by=("visitor_id",)).drop("visitor_id")
+    visitor with their visits (keyed over ``dimensions``, read for ``all_days``), grouped with
+    ``visitor_id`` too (the same groups: the visitor column is its hash) so that the moved events'
+    partitioning satisfies the grouping and the aggregation adds no exchange."""
+    return filter_table.table_rows(_on_days(moved, days, all_days), dimensions, by=("visitor_id",)).drop(
+        "visitor_id"
+    )
 
 
 class BatchJob:
@@ -365,7 +362,10 @@ class BatchJob:
         dimensions: list[View] = [*todo, *[d for d in filter_table.dimensions() if d.name not in names]]
         needed = events.select(*input_columns(dimensions, self.spark))
         keyed = shared_pass.keyed_events(needed, dimensions, ())
+        # Every event with its visit: the views' visit metrics and the table's visit rows both
+        # read them, so the events are sorted and sessionised once.
         moved = shared_pass.partitioned(keyed, single_partition=False)
+        moved = shared_pass.with_visits(moved, dimensions, ())
         all_days = sorted({d for days in plan.values() for d in days})
         storage = MOVED_STORAGE if todo else None  # one write needs nothing kept
         if storage is not None:
@@ -374,7 +374,7 @@ class BatchJob:
             if todo:
                 view_days = sorted({d for v in todo for d in plan[v.name]})
                 rows = shared_pass.aggregate(
-                    shared_pass.count_per_visitor(_on_days(moved, view_days, all_days), todo, ()),
+                    shared_pass.count_sessionised(_on_days(moved, view_days, all_days), todo, ()),
                     todo,
                     (),
                     s.hll_lg_k,

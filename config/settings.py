@@ -486,11 +486,6 @@ class Settings(BaseSettings):
         return self.cache_dir / "contract-jars"
 
     @property
-    def visit_jars_dir(self) -> Path:
-        """The batch layer's visits in the scan (Scala expressions, toolchain/visit-scan)."""
-        return self.cache_dir / "visit-jars"
-
-    @property
     def spark_cluster_url(self) -> str:
         """The master URL of the local standalone cluster (set LAMBDA_SPARK_MASTER to it to use it)."""
         return f"spark://{self.spark_cluster_host}:{self.spark_cluster_port}"
