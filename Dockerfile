@@ -54,6 +54,17 @@ RUN useradd --system --create-home --home-dir /home/lambda --shell /usr/sbin/nol
     && mkdir -p /app /data /opt/lambda \
     && chown lambda:lambda /app /data
 
+# settings.cache_dir / "visit-jars": the batch layer's visits in the scan, compiled as
+# toolchain/setup.sh does, by the Scala compiler pyspark ships, against pyspark's own jars.
+COPY toolchain/visit-scan/ /tmp/visit-scan/
+RUN J=$(python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))') \
+    && mkdir -p /tmp/visit-scan/out /opt/lambda/visit-jars \
+    && java -cp "$(ls "$J"/scala-compiler-*.jar "$J"/scala-library-*.jar "$J"/scala-reflect-*.jar | tr '\n' ':')" \
+        scala.tools.nsc.Main -classpath "$(ls "$J"/*.jar | tr '\n' ':')" -d /tmp/visit-scan/out \
+        $(find /tmp/visit-scan/src -name '*.scala' | sort) \
+    && cd /tmp/visit-scan/out && python -m zipfile -c /opt/lambda/visit-jars/visit-scan.jar org \
+    && rm -rf /tmp/visit-scan
+
 # settings.cache_dir / "spark-jars" is where the Spark session finds the connector jars.
 COPY --from=spark-jars /jars /opt/lambda/spark-jars
 # settings.cache_dir / "contract-jars": the recogniser's jar and dk.brics.automaton.

@@ -135,6 +135,13 @@ def plan_days(
     return plan
 
 
+def pass_partitions(segments: list[Segment], days: list[str]) -> int:
+    """The shared pass's partitions for reading ``days`` (views.shared_pass.partitions_for), from
+    the segments' counts of events (every segment with one of the days: an upper bound)."""
+    wanted = set(days)
+    return shared_pass.partitions_for(sum(s.events for s in segments if wanted.intersection(s.days)))
+
+
 MOVED_STORAGE: str | None = "MEMORY_AND_DISK"
 """How the events moved by visitor are kept for the filter table's write once the views' write has
 computed them (a pyspark.StorageLevel name; None: not kept, the table's write runs the shuffle
@@ -182,12 +189,15 @@ def _on_days(moved: DataFrame, days: list[str], all_days: list[str]) -> DataFram
 
 def table_rows(moved: DataFrame, dimensions: list[View], days: list[str], all_days: list[str]) -> DataFrame:
     """The filter table's rows of ``days`` (page-view rows and visit rows) from the events moved by
-    visitor with their visits (keyed over ``dimensions``, read for ``all_days``), grouped with
-    ``visitor_id`` too (the same groups: the visitor column is its hash) so that the moved events'
-    partitioning satisfies the grouping and the aggregation adds no exchange."""
-    return filter_table.table_rows(_on_days(moved, days, all_days), dimensions, by=("visitor_id",)).drop(
-        "visitor_id"
-    )
+    visitor (keyed over ``dimensions``, read for ``all_days``), grouped with ``visitor_id`` too
+    (the same groups: the visitor column is its hash) so that the moved events' partitioning
+    satisfies the grouping and the aggregation adds no exchange.
+
+    The table's visit rows are per visit and visitor, so its events are given their visits by
+    window functions (views.shared_pass.with_visits), in the table's own job; the views count
+    theirs in the scan (views.visit_scan)."""
+    visits = shared_pass.with_visits(_on_days(moved, days, all_days), dimensions, ())
+    return filter_table.table_rows(visits, dimensions, by=("visitor_id",)).drop("visitor_id")
 
 
 class BatchJob:
@@ -297,7 +307,8 @@ class BatchJob:
         if days_needed:
             events = self.master.read(self.spark, None if days_needed == master_days else days_needed)
             assert events is not None
-            self._write_all(gen.gen, events, views, plan, held, summary)
+            partitions = pass_partitions(self.master.segments(), days_needed)
+            self._write_all(gen.gen, events, views, plan, partitions, held, summary)
         summary.view_days_recomputed = {v.name: len(plan[v.name]) for v in views}
         for name in fingerprints:
             held_days = dict(served.day_map.get(name, {})) if served is not None and not full else {}
@@ -335,11 +346,12 @@ class BatchJob:
         events: DataFrame,
         views: list[View],
         plan: dict[str, list[str]],
+        partitions: int,
         held: Held,
         summary: RunSummary,
     ) -> None:
         """The views' documents and the filter table's files of the days ``plan`` names, from one
-        shuffle of the events by visitor (views.shared_pass).
+        shuffle of the events by visitor into ``partitions`` partitions (views.shared_pass).
 
         The shared pass's stages are composed here: keyed events (every key the views to
         recompute and the filter table need, the views' first, so that the ``_k<i>`` of view i
@@ -354,7 +366,8 @@ class BatchJob:
         table_days = plan.get(filter_table.NAME, [])
         if not table_days:
             # The views alone: one Spark job writes all their documents straight from the pass.
-            rows = shared_pass.compute(events.select(*input_columns(todo, self.spark)), todo, s.hll_lg_k)
+            needed = events.select(*input_columns(todo, self.spark))
+            rows = shared_pass.compute(needed, todo, s.hll_lg_k, partitions=partitions)
             held.check("write the views")
             self._write_views(gen, rows, {v.name: plan[v.name] for v in todo}, summary)
             return
@@ -362,10 +375,7 @@ class BatchJob:
         dimensions: list[View] = [*todo, *[d for d in filter_table.dimensions() if d.name not in names]]
         needed = events.select(*input_columns(dimensions, self.spark))
         keyed = shared_pass.keyed_events(needed, dimensions, ())
-        # Every event with its visit: the views' visit metrics and the table's visit rows both
-        # read them, so the events are sorted and sessionised once.
-        moved = shared_pass.partitioned(keyed, single_partition=False)
-        moved = shared_pass.with_visits(moved, dimensions, ())
+        moved = shared_pass.partitioned(keyed, single_partition=False, partitions=partitions)
         all_days = sorted({d for days in plan.values() for d in days})
         storage = MOVED_STORAGE if todo else None  # one write needs nothing kept
         if storage is not None:
@@ -374,7 +384,7 @@ class BatchJob:
             if todo:
                 view_days = sorted({d for v in todo for d in plan[v.name]})
                 rows = shared_pass.aggregate(
-                    shared_pass.count_sessionised(_on_days(moved, view_days, all_days), todo, ()),
+                    shared_pass.count_per_visitor(_on_days(moved, view_days, all_days), todo, ()),
                     todo,
                     (),
                     s.hll_lg_k,

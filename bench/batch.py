@@ -259,15 +259,16 @@ def warm_up(spark: Any, master: Any, lg_k: int) -> float:
     return time.monotonic() - t0
 
 
-def shared_pass_floor_seconds(spark: Any, events: Any, lg_k: int) -> float:
+def shared_pass_floor_seconds(spark: Any, events: Any, lg_k: int, partitions: int) -> float:
     """Seconds of the recompute's own computation over ``events`` with no documents and no writes:
-    every shipped view's rows (:func:`views.shared_pass.compute`, one shuffle of events) into
-    Spark's no-op sink. What the recompute adds to it is building and writing the documents."""
+    every shipped view's rows (:func:`views.shared_pass.compute`, one shuffle of events into the
+    recompute's ``partitions``) into Spark's no-op sink. What the recompute adds to it is building
+    and writing the documents."""
     from views import all_views, input_columns
     from views.shared_pass import compute
 
     views = all_views()
-    rows = compute(events.select(*input_columns(views, spark)), views, lg_k)
+    rows = compute(events.select(*input_columns(views, spark)), views, lg_k, partitions=partitions)
     t0 = time.monotonic()
     rows.write.format("noop").mode("overwrite").save()
     return time.monotonic() - t0
@@ -385,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     settings = bench_settings(get_settings())
 
-    from batch_layer.job import BatchJob
+    from batch_layer.job import BatchJob, pass_partitions
 
     with running_stack(settings):
         ensure_topics(settings)
@@ -409,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                     "master": settings.spark_master,
                     "driver_memory": settings.spark_driver_memory,
                     "shuffle_partitions": settings.spark_shuffle_partitions,
+                    "pass_partitions": pass_partitions(job.master.segments(), job.master.days()),
                 }
                 cost["bench_seconds"] = round(time.monotonic() - started)
                 console.print(f"-> {write_result('batch_filters', cost)}")
@@ -434,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
             # The floor runs after the recompute, in the same (warm) JVM over the same master
             # dataset: a warm floor is the stricter reference.
             master = job.master.read(job.spark)
-            floors = {"shared_pass": shared_pass_floor_seconds(job.spark, master, settings.hll_lg_k)}
+            partitions = pass_partitions(job.master.segments(), job.master.days())
+            floor_s = shared_pass_floor_seconds(job.spark, master, settings.hll_lg_k, partitions)
+            floors = {"shared_pass": floor_s}
             if args.plain_floor:
                 floors["plain"] = floor_seconds(job.spark, master, settings.hll_lg_k)
             floor_name = min(floors, key=lambda name: floors[name])
@@ -523,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
             "master": settings.spark_master,
             "driver_memory": settings.spark_driver_memory,
             "shuffle_partitions": settings.spark_shuffle_partitions,
+            "pass_partitions": partitions,
         },
     }
     path = write_result("batch", result)

@@ -204,14 +204,14 @@ def views_seconds(spark: Any, segment: Path, lg_k: int) -> tuple[float, int]:
 
     from batch_layer.master import INVALID_PARTITION
     from views import all_views, compute, input_columns
+    from views.shared_pass import partitions_for
 
     views = all_views()
     events = spark.read.parquet(str(segment)).where(F.col("event_date") != INVALID_PARTITION)
     n = events.count()
     t0 = time.monotonic()
-    compute(events.select(*input_columns(views, spark)), views, lg_k).write.format("noop").mode(
-        "overwrite"
-    ).save()
+    rows = compute(events.select(*input_columns(views, spark)), views, lg_k, partitions=partitions_for(n))
+    rows.write.format("noop").mode("overwrite").save()
     return time.monotonic() - t0, n
 
 

@@ -38,6 +38,7 @@ from config.settings import Settings, get_settings
 from config.spark import spark_session
 from ingest.topics import log_end_offsets
 from views import View, all_views, compute, input_columns
+from views.shared_pass import partitions_for
 
 TARGET = 1.35
 """Time with visits over time without, at most, in each layer."""
@@ -63,7 +64,8 @@ def batch(settings: Settings, console: Console, events_n: int, repeat: int) -> d
 
         def run(views: list[View], label: str | None = None) -> float:
             cpu0, t0 = _cpu_seconds(jvm), time.monotonic()
-            rows = compute(events.select(*input_columns(views, spark)), views, settings.hll_lg_k)
+            needed = events.select(*input_columns(views, spark))
+            rows = compute(needed, views, settings.hll_lg_k, partitions=partitions_for(n))
             rows.write.format("noop").mode("overwrite").save()
             if label is not None:
                 cpu[label].append(_cpu_seconds(jvm) - cpu0)

@@ -98,6 +98,24 @@ class Settings(BaseSettings):
         ),
     )
     spark_shuffle_partitions: int = Field(4, ge=1, description="Sized for 2 cores; raise on a cluster.")
+    batch_views_per_task: int = Field(
+        1_000_000,
+        ge=1000,
+        description=(
+            "Most events a task of the batch layer's shared pass reads: its shuffle by visitor has "
+            "at least events read / this many partitions (and spark_shuffle_partitions), since each "
+            "task holds its page views in memory to count their visits (docs/scaling.md)."
+        ),
+    )
+    batch_record_limit_mib: int = Field(
+        400,
+        ge=1,
+        description=(
+            "Most heap, MiB, one task's record of its page views may take (visits in the scan, "
+            "about 125 bytes a view: docs/scaling.md); past it the task fails, naming this setting, "
+            "instead of the JVM running out of heap."
+        ),
+    )
     spark_java_options: str = Field(
         "",
         description="JVM flags of every Spark JVM (the driver, which local mode runs in, and executors).",
@@ -484,6 +502,11 @@ class Settings(BaseSettings):
     def contract_jars_dir(self) -> Path:
         """The contract's recogniser of canonical records (a Java UDF, toolchain/contract-udf)."""
         return self.cache_dir / "contract-jars"
+
+    @property
+    def visit_jars_dir(self) -> Path:
+        """The batch layer's visits in the scan (Scala expressions, toolchain/visit-scan)."""
+        return self.cache_dir / "visit-jars"
 
     @property
     def spark_cluster_url(self) -> str:

@@ -32,12 +32,14 @@ batch pass's time (docs/visits.md, "Cost", has the figures)."""
 
 def session_jars(settings: Settings) -> list[str]:
     """What `make setup` put beside pyspark for every session (``spark.jars``, shipped to a
-    cluster's executors too): the Spark Kafka connector jars (pyspark does not bundle them) and
-    the contract's recogniser of canonical records (toolchain/contract-udf)."""
+    cluster's executors too): the Spark Kafka connector jars (pyspark does not bundle them), the
+    contract's recogniser of canonical records (toolchain/contract-udf) and the batch layer's
+    visits in the scan (toolchain/visit-scan)."""
     jars = []
     for what, jars_dir in (
         ("Spark Kafka connector", settings.spark_jars_dir),
         ("contract recogniser", settings.contract_jars_dir),
+        ("visits in the scan", settings.visit_jars_dir),
     ):
         found = sorted(str(p) for p in jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
         if not found:

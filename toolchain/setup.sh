@@ -15,7 +15,7 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
 STEP=0
-TOTAL=9
+TOTAL=10
 T0=$(date +%s)
 
 step() { STEP=$((STEP + 1)); STEP_T0=$(date +%s); printf '\033[1m[%d/%d] %s\033[0m\n' "$STEP" "$TOTAL" "$1"; }
@@ -87,6 +87,29 @@ else
   cp "$CACHE"/contract-udf-build/contract-udf-*.jar "$CACHE/contract-jars/"
   stamp contract-udf "$UDF_HASH"
   done_step "$(ls "$CACHE/contract-jars" | tr '\n' ' ')"
+fi
+
+# --- 4b. The batch layer's visits in the scan (Scala, against pyspark's own Spark) ------------
+# Two Catalyst expressions (views/visit_scan.py): each task records its page views and emits their
+# visits once it has read them all. Compiled by the Scala compiler pyspark ships (its jars
+# directory has the compiler and every jar the expressions are compiled against): nothing is
+# downloaded, and the classes match the Spark that runs them.
+step "Visits in the scan (Scala expressions, pyspark's own compiler)"
+SCAN_DIR="$ROOT/toolchain/visit-scan"
+SCAN_HASH=$(hash_of $(find "$SCAN_DIR/src" -type f | sort) "$CACHE/venv/lib"/python3*/site-packages/pyspark/version.py)
+if fresh visit-scan "$SCAN_HASH" && [[ -f "$CACHE/visit-jars/visit-scan.jar" ]]; then
+  done_step "cached"
+else
+  rm -rf "$CACHE/visit-jars" "$CACHE/visit-scan-build"
+  mkdir -p "$CACHE/visit-jars" "$CACHE/visit-scan-build"
+  PYSPARK_JARS=$("$CACHE/venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  SCALA_CP=$(ls "$PYSPARK_JARS"/scala-compiler-*.jar "$PYSPARK_JARS"/scala-library-*.jar "$PYSPARK_JARS"/scala-reflect-*.jar | tr '\n' ':')
+  java -cp "$SCALA_CP" scala.tools.nsc.Main -deprecation -feature -Werror \
+    -classpath "$(ls "$PYSPARK_JARS"/*.jar | tr '\n' ':')" -d "$CACHE/visit-scan-build" \
+    $(find "$SCAN_DIR/src" -name '*.scala' | sort)
+  (cd "$CACHE/visit-scan-build" && "$CACHE/venv/bin/python" -m zipfile -c "$CACHE/visit-jars/visit-scan.jar" org)
+  stamp visit-scan "$SCAN_HASH"
+  done_step "$CACHE/visit-jars/visit-scan.jar"
 fi
 
 # --- 5. FerretDB (MongoDB wire protocol on SQLite) ---------------------------------------------

@@ -82,18 +82,28 @@ def _source(obj: types.ModuleType | Callable[..., object]) -> str:
         return repr(obj)
 
 
+def _scan_sources() -> list[str]:
+    """The text of the batch layer's visit expressions (toolchain/visit-scan: views.visit_scan)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "toolchain" / "visit-scan" / "src"
+    return [p.read_text() for p in sorted(root.rglob("*.scala"))]
+
+
 def pass_fingerprint() -> str:
     """Hash of the code every view's stored values depend on: the shared pass as it is now (the
     live stage functions, so a patched stage shows too), the definition of a visit and its gap,
+    the batch layer's visits in the scan (views.visit_scan and its expressions),
     the device rules, the row format, the
     stored document's layout (stores.mongo.codec: a layout a reader no longer decodes must not be
     served), and the dedup rule with its window (a changed rule or window recomputes every view)."""
     from config.settings import get_settings
     from contract import duplicates
     from stores.mongo import codec
-    from views import devices, rows, sessions, shared_pass
+    from views import devices, rows, sessions, shared_pass, visit_scan
 
     parts = [_source(shared_pass), _source(rows), _source(sessions), repr(devices.RULES)]
+    parts += [_source(visit_scan), *_scan_sources()]
     parts.append(f"session gap {get_settings().session_gap_s} s")
     parts += [_source(duplicates), f"dedup window {get_settings().speed_dedup_window_s} s"]
     parts += [_source(getattr(shared_pass, stage)) for stage in shared_pass.STAGES]

@@ -111,8 +111,7 @@ def sessionised(summaries: DataFrame, by: Sequence[str], gap_s: int, backwards: 
     (time, then id) from the latest, a new visit wherever a summary ends more than ``gap_s`` before
     the earliest start after it: the mirror image, so the visits are the same. Walked backwards, a
     visit of single views (the batch layer's events) closes on its **first** view: that row's own
-    keys and hour are the visit's, so its visit metrics can ride on its page view rows
-    (views.shared_pass.count_sessionised).
+    keys and hour are the visit's (the filter table's visit rows: views.shared_pass.with_visits).
 
     One ordering, running frames only, so Spark sorts once (a window per visit would sort again):
     the row that opens a visit in the walk is carried forward (the last opening row up to here),
@@ -231,13 +230,10 @@ def visit_metrics(v: Column, sign: Column | None = None) -> dict[str, Column]:
     }
 
 
-def visit_entries(
-    dimensions: Sequence[Dimension], sign: Column | None = None, per_visit_only: bool = False
-) -> Column:
+def visit_entries(dimensions: Sequence[Dimension], sign: Column | None = None) -> Column:
     """The credited (v, key, level, n, vi, bo, du, vv) structs of a row's :data:`VISIT` (for the
-    row that closes it): per visit-counting dimension (``per_visit_only``: the entry and exit pages
-    only), at its first view's hour and at the day level; the metrics times ``sign`` (the speed
-    layer's retractions)."""
+    row that closes it): per visit-counting dimension, at its first view's hour and at the day
+    level; the metrics times ``sign`` (the speed layer's retractions)."""
     from pyspark.sql import functions as F
 
     v = F.col(VISIT)
@@ -250,7 +246,6 @@ def visit_entries(
         F.struct(F.lit(i).alias("v"), v[group][d.name].alias("key"), level.alias("level"), *metrics)
         for group, dims in (("first", first_keyed(dimensions)), ("last", last_keyed(dimensions)))
         for i, d in dims
-        if d.per_visit is not None or not per_visit_only
         for level in (hour, F.lit(DAY_LEVEL))
     ]
     if not entries:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from config.settings import get_settings
 from views import sessions
 from views.dimension import Dimension, View, site_column
+from views.visit_scan import GROUP, VisitScan
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -41,7 +42,6 @@ STAGES = (
     "partitioned",
     "count_per_visitor",
     "with_visits",
-    "count_sessionised",
     "aggregate",
     "count_events",
     "assemble",
@@ -160,22 +160,33 @@ def level_entries(dimensions: Sequence[Dimension]) -> Column:
     )
 
 
-def partitioned(keyed: DataFrame, single_partition: bool) -> DataFrame:
-    """The one shuffle of events: by visitor (or, for a small input, everything in one partition
-    without a shuffle: ``coalesce(1)``; a single partition satisfies any grouping that follows)."""
-    return keyed.coalesce(1) if single_partition else keyed.repartition("visitor_id")
+def partitions_for(events: int) -> int:
+    """The shuffle's partitions for a pass over ``events`` events: enough that no task reads more
+    than ``batch_views_per_task`` of them, since each holds its page views in memory to count their
+    visits (views.visit_scan), and never fewer than Spark's shuffle partitions. The shuffle hashes
+    visitors, so a task reads about its share."""
+    settings = get_settings()
+    return max(settings.spark_shuffle_partitions, -(-events // settings.batch_views_per_task))
+
+
+def partitioned(keyed: DataFrame, single_partition: bool, partitions: int | None = None) -> DataFrame:
+    """The one shuffle of events: by visitor, into ``partitions`` partitions (None: Spark's shuffle
+    partitions, which adaptive execution may coalesce), or, for a small input, everything in one
+    partition without a shuffle: ``coalesce(1)``; a single partition satisfies any grouping that
+    follows. A task's visits in the scan hold its page views in memory (views.visit_scan): the
+    batch layer sizes ``partitions`` from the events it reads (:func:`partitions_for`)."""
+    if single_partition:
+        return keyed.coalesce(1)
+    return keyed.repartition(partitions, "visitor_id") if partitions else keyed.repartition("visitor_id")
 
 
 def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
-    """Page views (``n``) and credited visit metrics per (by..., v, key, day, level, visitor), v the
-    dimension's index in ``dimensions`` and level an hour or DAY, of events each layer has already
-    deduplicated by the one rule (contract.duplicates: not here, where a re-send whose fields
-    changed would look new), already moved by visitor (:func:`partitioned`).
-
-    When a dimension counts visits, the events are first sessionised in their partition
-    (views.sessions.sessionised: window functions clustered by visitor-day, no exchange), and the
-    row a visit is on (its first view's) also credits its visit: one generator makes all the rows
-    of an event, page views and visits alike, so the events are scanned and moved once.
+    """Page views (``n``) per (by..., v, key, day, level, visitor), v the dimension's index in
+    ``dimensions`` and level an hour or DAY, of events each layer has already deduplicated by the
+    one rule (contract.duplicates: not here, where a re-send whose fields changed would look new),
+    already moved by visitor (:func:`partitioned`); and, when a dimension counts visits, the
+    visits' rows (``visitor_id`` null, ``n`` 0, the visit metrics summed per (by..., v, key, day,
+    level) in each task: views.visit_scan).
 
     Exploding to one row per dimension and level and counting per visitor happen inside the
     partition. Every visitor's rows stay in one partition, so the per-partition partial counts and
@@ -183,6 +194,10 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
     many hours they were active in: that is the day's exact distinct count, without a second pass
     or a join. The view and the day travel as ints through the two largest hash aggregations
     (docs/views.md has the figures).
+
+    The visits are counted in the same scan (views.visit_scan): each task records the views it
+    reads, and the per-visitor aggregation, which emits nothing before it has read them all, is
+    followed by the task's visit rows. So the events are scanned and moved once, and not sorted.
     """
     from pyspark.sql import functions as F
 
@@ -192,18 +207,65 @@ def count_per_visitor(moved: DataFrame, dimensions: Sequence[Dimension], by: Seq
             .groupBy(*by, "v", "key", "day", "level", "visitor_id")
             .agg(F.count(F.lit(1)).alias("n"))
         )
-    return count_sessionised(with_visits(moved, dimensions, by), dimensions, by)
+    settings = get_settings()
+    scan = VisitScan(moved, dimensions, settings.session_gap_s, settings.batch_record_limit_mib)
+    hosts = [i for i, d in enumerate(dimensions) if d.counts_page_views]
+    # Every event makes a row of its visitor-day at the DAY level of the first dimension that counts
+    # page views (or of a host of its own, dropped after, when none does): the emit's hosts.
+    host = hosts[0] if hosts else HOST
+    own_host = F.array(_entry(HOST, F.lit(None).cast("string"), F.lit(DAY)))
+    entries = level_entries(dimensions) if hosts else own_host
+    per_visitor = (
+        scan.recorded(moved, by)
+        .select(*by, "day", "visitor_id", F.inline(entries))
+        .groupBy(*by, "v", "key", "day", "level", "visitor_id")
+        .agg(F.count(F.lit(1)).alias("n"))
+    )
+    hosting = (F.col("v") == host) & (F.col("level") == DAY)
+    hosted = per_visitor.select("*", F.when(hosting, scan.visits()).alias("_visits"))
+    none = F.lit(None).cast("long")
+    # The emitted rows' shape (views.visit_scan), so that the generator runs in generated code.
+    own = F.struct(
+        F.lit(None).cast("string").alias(GROUP),
+        "v",
+        "key",
+        "day",
+        "level",
+        "visitor_id",
+        "n",
+        *[none.alias(m) for m in sessions.METRICS],
+    )
+    both = F.when(F.col("_visits").isNull(), F.array(own)).otherwise(F.concat(F.array(own), "_visits"))
+    rows = hosted.select(*by, F.inline(both))
+    if by:  # a visit row's group is its own, not its host row's
+        types = ", ".join(f"`{c}` {moved.schema[c].dataType.simpleString()}" for c in by)
+        group = F.from_json(GROUP, f"struct<{types}>")
+        rest = [c for c in rows.columns if c not in (*by, GROUP)]
+        own_group = [F.when(F.col(GROUP).isNull(), F.col(c)).otherwise(group[c]).alias(c) for c in by]
+        rows = rows.select(*own_group, *rest)
+    else:
+        rows = rows.drop(GROUP)
+    return rows.where(F.col("v") != HOST) if not hosts else rows
+
+
+HOST = -1
+"""The view index of the host rows :func:`count_per_visitor` adds when no dimension counts page views."""
+
+
+def _entry(v: int, key: Column, level: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.struct(F.lit(v).alias("v"), key.alias("key"), level.alias("level"))
 
 
 def with_visits(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
     """The events moved by visitor, each with its visit (views.sessions.sessionised, first and last
-    keys of ``dimensions``): window functions clustered by visitor-day, no exchange.
+    keys of ``dimensions``): window functions clustered by visitor-day, no exchange. The filter
+    table's write reads them (views.filter_table.table_rows: a row per visit and visitor).
 
     The views are walked backwards, so the visit (:data:`views.sessions.VISIT`) is kept on its
     first view's row only (null on the others), without the ids that only ordered the views; the
-    summaries' own columns, each event's id and its time are dropped (the counts and the filter
-    table read neither): the rows are what the batch layer keeps between its two writes, so they
-    carry nothing that is not read."""
+    summaries' own columns, each event's id and its time are dropped (the table reads neither)."""
     from pyspark.sql import functions as F
 
     visit = F.col(sessions.VISIT)
@@ -217,62 +279,6 @@ def with_visits(moved: DataFrame, dimensions: Sequence[Dimension], by: Sequence[
 
 ORDERING_ONLY = ("event_id", "ts_us")
 """The keyed events' columns that only order the views of a visit (views.sessions.as_summaries)."""
-
-
-def count_sessionised(rows: DataFrame, dimensions: Sequence[Dimension], by: Sequence[str]) -> DataFrame:
-    """:func:`count_per_visitor` of events that already have their visits (:func:`with_visits`,
-    over ``dimensions`` or more: the filter table's write reads the same rows).
-
-    A visit is on its first view's row, whose keys and hour are the visit's: its metrics ride on
-    that row's page view entries (one row per dimension and level whatever it counts), and only
-    the entry and exit pages, which count no page views, add rows of their own (four per visit,
-    against twenty when every visit-counting dimension added its own)."""
-    from pyspark.sql import functions as F
-
-    closes = F.col(f"{sessions.VISIT}.closes")  # null on the rows that close no visit: no visit
-    wide = wide_level_entries(dimensions)
-    first_view = wide_level_entries(dimensions, with_visit=True)
-    if any(d.per_visit is not None for d in dimensions):
-        first_view = F.concat(first_view, sessions.visit_entries(dimensions, per_visit_only=True))
-    return (
-        rows.select(*by, "day", "visitor_id", F.inline(F.when(closes, first_view).otherwise(wide)))
-        .groupBy(*by, "v", "key", "day", "level", "visitor_id")
-        .agg(F.sum("n").alias("n"), *[F.sum(m).alias(m) for m in sessions.METRICS])
-    )
-
-
-def wide_level_entries(dimensions: Sequence[Dimension], with_visit: bool = False) -> Column:
-    """:func:`level_entries` with a page view each (``n`` 1) and the visit metrics null: the shape
-    of views.sessions.visit_entries, so that one generator makes both. ``with_visit``: the entries
-    of the row a visit is on (:func:`with_visits`), each visit-counting dimension's carrying the
-    visit's metrics (views.sessions.visit_metrics)."""
-    from pyspark.sql import functions as F
-
-    indices = tuple(i for i, d in enumerate(dimensions) if d.counts_page_views)
-    carrying = tuple(i for i in indices if with_visit and dimensions[i].visits)
-    none = F.lit(None).cast("long")
-
-    def metrics(d: Dimension) -> list[Column]:
-        if not (with_visit and d.visits):  # as `carrying` says
-            return [none.alias(m) for m in sessions.METRICS]
-        return [value.alias(m) for m, value in sessions.visit_metrics(F.col(sessions.VISIT)).items()]
-
-    return built(
-        ("wide entries", indices, carrying),
-        lambda: F.array(
-            *[
-                F.struct(
-                    F.lit(i).alias("v"),
-                    F.col(f"_k{i}").alias("key"),
-                    level.alias("level"),
-                    F.lit(1).cast("long").alias("n"),
-                    *metrics(dimensions[i]),
-                )
-                for i in indices
-                for level in (F.col("hour"), F.lit(DAY))
-            ]
-        ),
-    )
 
 
 def _metric_sums(rows: DataFrame) -> list[Column]:
@@ -388,16 +394,18 @@ def view_rows(
     by: Sequence[str] = (),
     single_partition: bool = False,
     exact_visitors: bool = True,
+    partitions: int | None = None,
 ) -> DataFrame:
     """View rows of every dimension in ``dimensions`` from ``events`` (contract columns plus the
     ``by`` columns), grouped by ``by`` too; ``single_partition`` for small inputs (no exchange);
-    without ``exact_visitors``, ``uv`` is null and no per-visitor count is made (:func:`count_events`)."""
+    without ``exact_visitors``, ``uv`` is null and no per-visitor count is made (:func:`count_events`);
+    ``partitions``: the shuffle's (:func:`partitioned`)."""
     if not dimensions:
         raise ValueError("view_rows needs at least one dimension")
     keyed = keyed_events(events, dimensions, by, single_partition)
     if not exact_visitors:
         return assemble(count_events(keyed, dimensions, by, lg_k, single_partition), dimensions, by)
-    visits = count_per_visitor(partitioned(keyed, single_partition), dimensions, by)
+    visits = count_per_visitor(partitioned(keyed, single_partition, partitions), dimensions, by)
     return aggregate(visits, dimensions, by, lg_k)
 
 
@@ -408,14 +416,16 @@ def compute(
     by: Sequence[str] = (),
     single_partition: bool = False,
     exact_visitors: bool = True,
+    partitions: int | None = None,
 ) -> DataFrame:
     """View rows of ``views``, every one in the shared pass (:func:`view_rows`).
 
     ``single_partition`` computes them in one task with no exchange (for small inputs); the rows
-    are the same either way. Without ``exact_visitors`` the ``uv`` is null (:func:`count_events`)."""
+    are the same either way. Without ``exact_visitors`` the ``uv`` is null (:func:`count_events`).
+    ``partitions``: the shuffle's (:func:`partitioned`)."""
     if not views:
         raise ValueError("no views to compute")
-    return view_rows(events, list(views), lg_k, by, single_partition, exact_visitors)
+    return view_rows(events, list(views), lg_k, by, single_partition, exact_visitors, partitions)
 
 
 def input_columns(views: Sequence[View], spark: SparkSession) -> tuple[str, ...]:

@@ -267,7 +267,7 @@ def test_the_table_adds_no_exchange_to_the_shared_pass(platform: Settings, job: 
     events = job.master.read(spark)
     views = all_views()
     keyed = shared_pass.keyed_events(events.select(*input_columns(views, spark)), views, ())
-    moved = shared_pass.with_visits(shared_pass.partitioned(keyed, single_partition=False), views, ())
+    moved = shared_pass.partitioned(keyed, single_partition=False)
     days = job.master.days()
     rows = table_rows(moved, views, days[-1:], days).sortWithinPartitions(
         filter_table.DAY, *filter_table.SORT
@@ -283,7 +283,7 @@ def test_the_table_adds_no_exchange_to_the_shared_pass(platform: Settings, job: 
     persisted = kept(moved, "MEMORY_AND_DISK")
     try:
         assert exchanges(table_rows(persisted, views, days, days)) == []
-        view_rows = shared_pass.aggregate(shared_pass.count_sessionised(persisted, views, ()), views, (), 12)
+        view_rows = shared_pass.aggregate(shared_pass.count_per_visitor(persisted, views, ()), views, (), 12)
         # The aggregation's own exchanges of per-visitor counts, by view; no event moves again.
         assert {c for _, c in exchanges(view_rows)} == {"v"}
         assert persisted.count() == moved.count()
