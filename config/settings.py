@@ -111,8 +111,8 @@ class Settings(BaseSettings):
         400,
         ge=1,
         description=(
-            "Most heap, MiB, one task's record of its page views may take (visits in the scan, "
-            "about 125 bytes a view: docs/scaling.md); past it the task fails, naming this setting, "
+            "Most heap, MiB, one task's record of its page views may take (visits in the scan; its "
+            "size per view is in docs/scaling.md); past it the task fails, naming this setting, "
             "instead of the JVM running out of heap."
         ),
     )

@@ -16,8 +16,8 @@ this module builds). Each plan gets its own scan id, so two scans in one task ne
 
 Why: sorting the moved events by visitor-day and time for window functions cost about a third of
 the pass without visits (docs/visits.md, "Cost"); the views of a visitor-day are few, so sorting
-each one's in the task is cheap. The views are held in primitive arrays, about 125 bytes each
-with their visitor-days, in the heap Spark leaves to user code: the batch layer sizes the shuffle
+each one's in the task is cheap. The views are held in primitive arrays (their size per view is in
+docs/scaling.md), in the heap Spark leaves to user code: the batch layer sizes the shuffle
 so that a task reads a bounded number of them (views.shared_pass.partitions_for), and a task's
 record past its limit fails the task (docs/scaling.md, "Batch layer").
 """
