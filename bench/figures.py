@@ -349,7 +349,9 @@ TABLES: dict[str, Table] = {
                 "speed layer sustained (`make bench-speed`, defaults): {speed:sustained/backlog:,}-event "
                 "backlog, {speed:sustained/events_per_micro_batch:,} events per micro-batch, timed after "
                 "two warm-up micro-batches; Kafka + the whole contract + dedup + every shipped view (the "
-                "visits with their retractions, the filter table, the current visitors) + Redis",
+                "visits with their retractions, the filter table, the current visitors) + Redis; last run "
+                "{speed:finished_at}, before the visits moved into the scan (`make bench-visits` has the "
+                "later speed layer)",
                 "{speed:sustained/events_per_s:,} events/s",
                 "-",
             ),
@@ -395,7 +397,7 @@ TABLES: dict[str, Table] = {
                 "**x{visits:batch/time_ratio:.2f}**; speed {visits:speed/events_per_s/with visits:,.0f} "
                 "against {visits:speed/events_per_s/without visits:,.0f} events/s: time "
                 "**x{visits:speed/time_ratio:.2f}**; visit state "
-                "{visits:speed/state/bytes_per_visitor_day:,} bytes per visitor-day "
+                "{visits:speed/state/bytes_per_visitor_day:,} bytes of heap per visitor-day "
                 "([docs/visits.md](docs/visits.md#cost))",
                 "time x{visits:batch/target_time_ratio} or less in each layer: batch "
                 "{visits:batch/met:met}, speed {visits:speed/met:met}",

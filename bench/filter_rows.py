@@ -130,7 +130,6 @@ def stage(batch: int, repeat: int, console: Console) -> dict[str, Any]:
     from bench.visits import without_visits
     from speed_layer import filter_rows
     from speed_layer.outputs import TAGS, by_generation
-    from speed_layer.visits import collected_table
     from stores.redis.filter_rows import FilterRowsSink
     from views import all_views
     from views.shared_pass import assemble, count_events, keyed_events
@@ -153,7 +152,7 @@ def stage(batch: int, repeat: int, console: Console) -> dict[str, Any]:
             if with_filters:
                 rows = rows.unionByName(filter_rows.rows(by_gen, dims, True), allowMissingColumns=True)
             table, others = filter_rows.split_table(rows.toArrow())
-            collected_table(others)
+            others.to_pylist()
             n = 0
             if table is not None:
                 sink = FilterRowsSink()

@@ -283,9 +283,10 @@ def _timed(
 
 STEPS = {
     "read": "Kafka, contract, dedup; the keys (materialised)",
-    "visits": "visits: the state read, sessionised",
+    "visits": "visits: the state read, sessionised (before the visits moved into the scan)",
     "views": "the rows: views, visits' deltas, filters; collect",
     "dedup rebuild": "dedup state rebuilt from the log",
+    "visit rebuild": "visit state rebuilt from the master dataset and the log",
     "dead letters": "dead letters to Kafka",
     "filter rows": "filter rows encoded",
     "commit": "Redis commit (one transaction)",

@@ -7,8 +7,8 @@ views and, when the settings count them, the visits with their retractions, the 
 and the current visitors) for one generation, and writes them where the speed layer writes them
 with the speed layer's own sinks (speed_layer.writes), with the commit record the API's answer
 cache keys on, in one plain transaction (its step "commit"). The visits need the visit state of
-the visitor-days a micro-batch touches, as the speed layer's do: the floor reads and writes its own
-(cleared at its start), so a visit that spans micro-batches is merged as the speed layer merges it.
+each partition, as the speed layer's do: the floor keeps its own in the scan (empty at its start),
+so a visit that spans micro-batches is merged as the speed layer merges it.
 
 Left out, which is the price of the speed layer's guarantees: the contract's verdicts (the
 canonical-form recogniser and the pydantic model), the dedup, the counts and dead letters, the
@@ -39,7 +39,7 @@ from contract.spark_schema import event_schema
 from generations.model import SpeedCommit
 from speed_layer import filter_rows, outputs
 from speed_layer.stream import batch_offsets, initial_offsets
-from speed_layer.visits import Horizon, dimensions_mark, meta_row
+from speed_layer.visits import Horizon, ScanVisits, dimensions_mark, meta_row
 from speed_layer.writes import RowWrites
 from stores.redis import keys, visit_state
 from stores.redis.current_visitors import CurrentVisitorsSink
@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     checkpoint = args.checkpoint.resolve().as_uri()
     active: dict[int, dict[int, int]] = {GENERATION: {}}
+    visit_states = ScanVisits(spark, f"{checkpoint}|{args.topic}")
+    fresh = [True]
 
     def minutes() -> CurrentVisitorsSink:
         return CurrentVisitorsSink(
@@ -121,7 +123,14 @@ def main(argv: list[str] | None = None) -> int:
             if not single:
                 # As in the speed layer: the broadcast tables would read the scan again.
                 observed = materialise(observed)
-            rows = outputs.rows(made, outputs.tagged(observed, active), active, horizon, single, materialise)
+            visits = visit_states.marker(starts, ends, horizon)
+            if fresh[0]:  # the first micro-batch's states start empty, as the stream does
+                visits.seed(visit_states.seed(starts))
+                fresh[0] = False
+            every = observed.select(
+                "*", F.lit(True).alias(outputs.COUNTED)
+            )  # no record rejected, none a duplicate
+            rows = outputs.rows(made, outputs.tagged(every, active), visits, single, materialise)
         finally:
             materialise.release()
         metrics = observation.get
@@ -129,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         newest = int(metrics["newest"] or 0)
         rows.append(meta_row(max(meta.watermark_ms, newest), horizon.drop_before_us))
         t1 = time.monotonic()
-        writes = RowWrites(rows, RedisRealtimeSink(r), r, minutes)
+        writes = RowWrites(rows, RedisRealtimeSink(r), minutes)
         with r.pipeline(transaction=True) as pipe:
             writes.flush(pipe)
             # What the API's answer cache keys on: without a new record it keeps serving the

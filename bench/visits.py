@@ -10,8 +10,9 @@ without visits, in the same run.
    warm-up of both; the JVM's CPU time of each run is recorded beside its wall time (on a machine
    shared with other work, the CPU time's ratio is the steadier one; the load average is noted).
 2. Speed: the speed layer's process on the local stack, from the start of the same backlog with
-   the same micro-batch size, timed in its steady state, with ``LAMBDA_COUNT_VISITS`` on (the visit
-   state read from and written to Redis, the retractions) and off, the filter table off in both.
+   the same micro-batch size, timed in its steady state, with ``LAMBDA_COUNT_VISITS`` on (the visits
+   merged into the visit state of each partition in the scan, the retractions) and off, the filter
+   table off in both; then the visit state's heap per visitor-day (:func:`state_size`).
 
 Target: visits add at most 35% to either layer's time (time with visits / time without <= 1.35).
 """
@@ -19,15 +20,12 @@ Target: visits add at most 35% to either layer's time (time with visits / time w
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
-import statistics
 import time
 from dataclasses import replace
 from typing import Any
 
 import psutil
-import redis
 from rich.console import Console
 
 from bench.api import _cpu_seconds
@@ -124,8 +122,6 @@ def speed(
         timed = _timed(console, proc, log_path, lambda r=r: committed(r)[1], end, min_seconds)  # type: ignore[misc]
         out[label] = timed
         rates[label] = timed["events_per_s"]
-        if on:
-            out["state"] = state_size(r, console)
     ratio = rates["without visits"] / rates["with visits"]
     console.print(
         f"speed layer: with visits {rates['with visits']:,.0f} events/s, without "
@@ -142,29 +138,63 @@ def speed(
     return out
 
 
-def state_size(r: redis.Redis, console: Console, sample: int = 2_000) -> dict[str, Any]:
-    """The visit state Redis holds after a run: visitor-days, open visits, and bytes per
-    visitor-day (``MEMORY USAGE`` of a sample of keys plus their share of the index of ends)."""
-    import json
+def state_size(settings: Settings, console: Console, events_n: int) -> dict[str, Any]:
+    """The speed layer's visit state in its JVM: ``events_n`` page views of the batch dataset
+    merged into the states of 4 partitions by the speed layer's own function
+    (speed_layer.visits), in a JVM with the speed layer's flags; the heap they hold after a full
+    collection, per visitor-day."""
+    from pyspark.sql import functions as F
 
-    from stores.redis import visit_state
+    from speed_layer.outputs import COUNTED
+    from speed_layer.visits import Horizon, ScanVisits
+    from stores.redis.visit_state import NEVER
+    from views.shared_pass import keyed_events
 
-    days = int(r.zcard(visit_state.ENDS))
-    picked = list(itertools.islice(r.scan_iter(match=f"{visit_state.PREFIX}2*", count=1000), sample))
-    key_bytes = [int(r.memory_usage(k) or 0) for k in picked]
-    visits = [len(json.loads(r.get(k) or b"[]")) for k in picked]
-    index = int(r.memory_usage(visit_state.ENDS) or 0)
-    per_day = statistics.mean(key_bytes) + index / max(days, 1) if key_bytes else 0.0
-    per_visit_day = statistics.mean(visits) if visits else 0.0
+    spark = spark_session(settings, "bench-visit-state", settings.speed_java_options)
+    try:
+        views = all_views()
+        events = dataset(spark, settings.var_dir / "bench" / "views", 2_000_000, console).limit(events_n)
+        partitions = 4
+        records = (
+            events.select(*input_columns(views, spark))
+            .withColumn("kafka_partition", F.pmod(F.hash("visitor_id"), F.lit(partitions)))
+            .withColumn(COUNTED, F.lit(True))
+            .repartition(partitions, "kafka_partition")
+            .sortWithinPartitions("kafka_partition")  # each partition's records together
+        )
+        keyed = keyed_events(records, views, ["kafka_partition", COUNTED], single_partition=True)
+        scan = ScanVisits(spark, f"bench-visit-state-{time.monotonic_ns()}")
+        at = dict.fromkeys(range(partitions), 0)
+        marker = scan.marker(
+            at, dict.fromkeys(range(partitions), 1), Horizon(0, NEVER, 0, settings.session_gap_s)
+        )
+        marker.seed(scan.seed(at))
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+
+        def heap() -> int:
+            for _ in range(3):
+                jvm.java.lang.System.gc()
+            runtime = jvm.java.lang.Runtime.getRuntime()
+            return int(runtime.totalMemory()) - int(runtime.freeMemory())
+
+        before = heap()
+        marker.changes(keyed, views, COUNTED).write.format("noop").mode("overwrite").save()
+        held = heap() - before
+        days = scan.held()
+        scan.forget()
+    finally:
+        spark.stop()
+    per_day = held / max(days, 1)
     console.print(
-        f"visit state: {days:,} visitor-days, {per_visit_day:.2f} open visits each, "
-        f"{per_day:,.0f} bytes per visitor-day (sample of {len(picked):,})"
+        f"visit state: {days:,} visitor-days after {events_n:,} page views, "
+        f"{per_day:,.0f} bytes of heap per visitor-day"
     )
     return {
+        "events": events_n,
         "visitor_days": days,
-        "visits_per_visitor_day": round(per_visit_day, 3),
+        "heap_bytes": held,
         "bytes_per_visitor_day": round(per_day),
-        "sampled": len(picked),
     }
 
 
@@ -183,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_speed:
         with running_stack(settings):
             result["speed"] = speed(settings, console, args.backlog, args.micro_batch, args.min_seconds)
+        result["speed"]["state"] = state_size(settings, console, args.backlog)
     path = write_result("visits", result)
     console.print(f"results: {path}")
     return 0 if all(part["met"] for part in result.values()) else 1

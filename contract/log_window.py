@@ -48,23 +48,29 @@ class LogWindow:
         ranges = {p: (a, self.ends[p]) for p, a in self.begins.items() if a < self.ends[p]}
         if not ranges:
             return None
-        topic = settings.events_topic
-        records = (
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-            .option("assign", json.dumps({topic: sorted(ranges)}))
-            .option("startingOffsets", json.dumps({topic: {str(p): a for p, (a, _) in ranges.items()}}))
-            .option("endingOffsets", json.dumps({topic: {str(p): b for p, (_, b) in ranges.items()}}))
-            .option("failOnDataLoss", "true")
-            .load()
-        )
-        parsed = parse_kafka_records(records, bounds_from(settings))
-        return parsed.select(
+        return read_log(spark, settings, ranges).select(
             "kafka_partition",
             "kafka_offset",
             "log_time",
             F.when(F.col(INVALID_COLUMN).isNull(), F.col("event_id")).alias("event_id"),
         )
+
+
+def read_log(spark: SparkSession, settings: Settings, ranges: dict[int, tuple[int, int]]) -> DataFrame:
+    """The records of `events` in ``ranges`` (partition -> [start, end)), read as a batch and
+    parsed by the contract (:func:`parse_kafka_records`); retention having deleted any of them
+    fails the read."""
+    topic = settings.events_topic
+    records = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
+        .option("assign", json.dumps({topic: sorted(ranges)}))
+        .option("startingOffsets", json.dumps({topic: {str(p): a for p, (a, _) in ranges.items()}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): b for p, (_, b) in ranges.items()}}))
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    return parse_kafka_records(records, bounds_from(settings))
 
 
 def window_before(settings: Settings, offsets: dict[int, int], window_ms: int) -> LogWindow:

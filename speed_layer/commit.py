@@ -151,7 +151,7 @@ class Committer:
                 pending.rows = pending.rows_for(active)
                 pending.computed_for = active
             t0 = time.monotonic()
-            writes = RowWrites(pending.rows, self.commits.sink(), self.commits.client, self.minute_sink)
+            writes = RowWrites(pending.rows, self.commits.sink(), self.minute_sink)
             if writes.filters is not None:
                 report.phases["filter rows"] = writes.filter_seconds
             previous = txn.speed_stats()

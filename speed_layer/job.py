@@ -6,6 +6,8 @@ One module per concern:
   checkpoint starts.
 - :mod:`speed_layer.dedup`: the dedup in the scan (the rule of :mod:`contract.duplicates`) and the
   rebuild of its state from the log.
+- :mod:`speed_layer.visits`: the visits in the scan, a state per Kafka partition, and
+  :mod:`speed_layer.visit_rebuild`, its rebuild from the master dataset and the log.
 - this module: the job's clients and one micro-batch (:meth:`SpeedJob.process`).
 - :mod:`speed_layer.micro_batch`: a micro-batch's Spark work and its guarantees (the dedup's
   marks, the counts, the dead letters, the generations' tags).
@@ -53,8 +55,8 @@ from speed_layer.dedup import ScanDedup
 from speed_layer.micro_batch import DLQ_SOURCE, MicroBatch
 from speed_layer.progress import BatchReport, lag_of
 from speed_layer.stream import batch_offsets, initial_offsets, start_query, starting_offsets
-from speed_layer.visit_seed import seed
-from speed_layer.visits import dimensions_mark
+from speed_layer.visit_rebuild import fresh_start
+from speed_layer.visits import ScanVisits, dimensions_mark
 from stores.mongo import client as mongo_client
 from stores.redis import client as redis_client
 from stores.redis import keys, visit_state
@@ -93,6 +95,7 @@ class SpeedJob:
         self.view_marks = sorted([*marks, filter_table.mark()] if self.filter_table else marks)
         self.input_columns = input_columns(self.views, self.spark)
         self.dedup = ScanDedup(self.spark, settings)
+        self.visits = ScanVisits(self.spark, self.dedup.namespace)
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
@@ -129,9 +132,10 @@ class SpeedJob:
                 reset(self)
                 fresh = True
             if fresh:
-                seed(self, start)
+                fresh_start(self, start)
         # States this JVM holds for the query are from before this start: rebuilt from the log.
         self.dedup.forget()
+        self.visits.forget()
         return start_query(self.spark, self.settings, start, self.input_columns, self.process, available_now)
 
     def run(self, available_now: bool = False, on_progress: Any = None) -> None:

@@ -4,10 +4,15 @@ generation (speed_layer.outputs), the dead letters and the counts.
 The micro-batch's rows are marked by the dedup (:mod:`speed_layer.dedup`) in the Kafka scan's task;
 an observation on the marked rows counts them (records, invalid, duplicates, the newest log-append
 time) and gathers the invalid ones for the dead-letter topic as the rows pass; the accepted, counted
-rows are tagged with every active generation whose cut they are at or past and become the realtime
-rows (:func:`speed_layer.outputs.rows`: the views, the visits with their retractions, the current
+rows are tagged with every active generation whose cut they are at or past, go through the visit
+state of their partition in the same scan (:mod:`speed_layer.visits`) and become the realtime rows
+(:func:`speed_layer.outputs.rows`: the views, the visits with their retractions, the current
 visitors, the filter table's rows), collected in one job over what the jobs before it kept in
-memory (``localCheckpoint``: the keyed events, the closing visits).
+memory (``localCheckpoint``: the keyed events with their visits' changes).
+
+A task that finds its partition's dedup state or visit state elsewhere than at the range's start
+fails the job; the states are rebuilt (speed_layer.dedup, speed_layer.visit_rebuild) and the job
+runs again: nothing was written before.
 
 A micro-batch larger than ``speed_single_partition_rows`` first materialises its marked rows: the
 jobs that build the broadcast tables of ``once_per_value`` dimensions (views.shared_pass) would
@@ -18,6 +23,7 @@ with the verdicts of the first: a range's verdicts are kept.)
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import time
@@ -27,11 +33,11 @@ from contract.codec import reason_field
 from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
 from ingest.producer import dlq_key
-from speed_layer import outputs
-from speed_layer.dedup import DUPLICATE_COLUMN
+from speed_layer import outputs, visit_rebuild, visits
+from speed_layer.dedup import DUPLICATE_COLUMN, REBUILDS
 from speed_layer.outputs import Materialised, Outputs
 from speed_layer.progress import BatchReport
-from speed_layer.visits import Horizon, meta_row
+from speed_layer.visits import Horizon, Marker, meta_row
 from views import sessions
 
 if TYPE_CHECKING:
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INNER_PHASES = ("read", "visits")
+INNER_PHASES = ("read",)
 """Steps timed inside the micro-batch's Spark work (speed_layer.outputs), reported beside it."""
 
 DLQ_SOURCE = "speed-layer"
@@ -63,6 +69,8 @@ class MicroBatch:
         self._rows: tuple[dict[int, Offsets], list[Any]] | None = None
         self.visit_meta = job.visit_meta()
         """The visit state as committed before this micro-batch (speed_layer.visits.Horizon)."""
+        self._visit_seed: Any = None
+        """After a rebuild, the states a partition whose own is missing starts from."""
 
     def rows_for(self, active: dict[int, Offsets]) -> list[Any]:
         """The view rows for the ``active`` generations (one Spark job, run again only for another
@@ -77,10 +85,13 @@ class MicroBatch:
         phases = self.report.phases
         rebuilt = len(self.job.dedup.rebuild_seconds)
         inner = sum(phases.get(p, 0.0) for p in INNER_PHASES)
-        rows, metrics = self.job.dedup.run(self.marker, self.starts, self.ends, lambda: self._job(active))
-        rebuilds = self.job.dedup.rebuild_seconds[rebuilt:]
-        if rebuilds:
-            phases["dedup rebuild"] = sum(rebuilds)
+        rows, metrics, visit_rebuild_s = self._run(active)
+        dedup_rebuild_s = sum(self.job.dedup.rebuild_seconds[rebuilt:])
+        rebuilds = [dedup_rebuild_s, visit_rebuild_s]
+        if dedup_rebuild_s:
+            phases["dedup rebuild"] = dedup_rebuild_s
+        if visit_rebuild_s:
+            phases["visit rebuild"] = visit_rebuild_s
         # The steps timed inside the job are not counted twice: "views" is the rest of it.
         inner = sum(phases.get(p, 0.0) for p in INNER_PHASES) - inner
         phases["views"] = phases.get("views", 0.0) + (time.monotonic() - t0 - sum(rebuilds) - inner)
@@ -105,6 +116,45 @@ class MicroBatch:
         return Horizon(
             meta.watermark_ms, meta.dropped_before_us, settings.visit_lateness_s, settings.session_gap_s
         )
+
+    def _run(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any], float]:
+        """The job's rows and metrics, after rebuilding the dedup's states (speed_layer.dedup) and
+        the visits' (speed_layer.visit_rebuild) where a task found them missing; and the seconds
+        the visits' rebuilds took beside the dedup's."""
+        seconds = 0.0
+
+        def rebuild() -> None:
+            nonlocal seconds
+            t0, dedup_before = time.monotonic(), sum(self.job.dedup.rebuild_seconds)
+            self._visit_seed = visit_rebuild.rebuild(self.job, self.starts, self.ends, self._horizon())
+            seconds += time.monotonic() - t0 - (sum(self.job.dedup.rebuild_seconds) - dedup_before)
+
+        scan = self.job.visits
+        if scan.missing and sessions.counts_visits(self.job.dimensions):
+            log.info("visit state: none in this JVM yet: rebuilding")
+            rebuild()
+        for attempt in itertools.count():
+            try:
+                rows, metrics = self.job.dedup.run(
+                    self.marker, self.starts, self.ends, lambda: self._job(active)
+                )
+                scan.missing = False
+                return rows, metrics, seconds
+            except Exception as exc:
+                if visits.MISSING not in str(exc) or attempt >= REBUILDS:
+                    raise
+                log.info("visit state not at the micro-batch's start: rebuilding")
+                rebuild()
+        raise AssertionError("unreachable")
+
+    def _visits(self) -> Marker | None:
+        """The range's visit function, with the seed of a rebuild (None: no view counts visits)."""
+        if not sessions.counts_visits(self.job.dimensions):
+            return None
+        marker = self.job.visits.marker(self.starts, self.ends, self._horizon())
+        if self._visit_seed is not None:
+            marker.seed(self._visit_seed)
+        return marker
 
     def _job(self, active: dict[int, Offsets]) -> tuple[list[Any], dict[str, Any]]:
         """The job itself, built anew for each run (a plan that failed keeps its failed broadcast):
@@ -142,10 +192,10 @@ class MicroBatch:
             if not single:
                 # The broadcast tables of once_per_value dimensions would read the scan again.
                 observed = materialise(observed)
-            counted = observed.where(~invalid & ~F.col(DUPLICATE_COLUMN))
+            counted = ~invalid & ~F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))
             made = Outputs(job.settings, job.dimensions, job.filter_table)
-            tagged = outputs.tagged(counted, active)
-            rows = outputs.rows(made, tagged, active, self._horizon(), single, materialise)
+            tagged = outputs.tagged(observed.select("*", counted.alias(outputs.COUNTED)), active)
+            rows = outputs.rows(made, tagged, self._visits(), single, materialise)
             return rows, observation.get
         finally:
             materialise.release()

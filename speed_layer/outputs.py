@@ -5,8 +5,8 @@ each is at or past (:data:`TAGS`) and their UTC minute (speed_layer.current_visi
 Spark job, over what the steps before kept in memory (:class:`Materialised`), gives:
 
 - the shared pass's page views and sketches per generation (views.shared_pass.count_events), summed
-  with the visits' deltas, retractions included (speed_layer.visits), and the visit state's new
-  values and flags;
+  with the visits' deltas, retractions included (speed_layer.visits: made in the scan, by the
+  visit state of each Kafka partition), and the flags of visits that may not be exact;
 - the current visitors' rows (speed_layer.current_visitors);
 - with the filter table on, its rows per generation (speed_layer.filter_rows), split out of the
   collected Arrow table as a table.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from config.settings import Settings
 from generations.model import Offsets
 from speed_layer import current_visitors, filter_rows
-from speed_layer.visits import Horizon, collected_table, signed, visit_rows
+from speed_layer.visits import CHANGES, Marker, signed, visit_rows
 from views import sessions
 from views.dimension import Dimension
 from views.shared_pass import assemble, count_events, keyed_events
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 TAGS = "_tags"
 """The active generations whose cut a record is at or past."""
+COUNTED = "_counted"
+"""Whether a record is a counted page view (accepted by the contract, not a duplicate)."""
 
 
 @dataclass(frozen=True)
@@ -75,59 +77,59 @@ class Materialised:
 def rows(
     outputs: Outputs,
     tagged: DataFrame,
-    active: dict[int, Offsets],
-    horizon: Horizon,
+    visits: Marker | None,
     single: bool,
     materialise: Materialised,
 ) -> list[Any]:
-    """The collected rows of the ``tagged`` counted events (one task each with ``single``, no
-    exchange): every row a mapping, the visit state's and the filter table's each as one block
-    (speed_layer.visits.collected_table, speed_layer.filter_rows.block)."""
+    """The collected rows of the ``tagged`` records' counted page views (:data:`COUNTED`; the
+    records in the scan's order; one task each with ``single``, no exchange): every row a mapping,
+    the filter table's as one block (speed_layer.filter_rows.block). ``visits``: the range's visit
+    function (speed_layer.visits; needed when the views count visits)."""
     settings, dims = outputs.settings, outputs.dimensions
-    keyed = keyed_events(tagged, dims, [TAGS, "kafka_partition", current_visitors.MINUTE], single)
-    if sessions.counts_visits(dims) or (single and current_visitors.counted(dims)):
-        # The visits' job, the views' rows and the current visitors' all read the keyed events:
-        # what comes before the keys runs once.
+    counts_visits = sessions.counts_visits(dims)
+    if not counts_visits:
+        tagged = tagged.where(COUNTED)
+    keyed = keyed_events(tagged, dims, [TAGS, "kafka_partition", current_visitors.MINUTE, COUNTED], single)
+    if counts_visits:
+        if visits is None:
+            raise ValueError("the views count visits: the micro-batch needs its visit function")
+        # Every record, in the scan's order, before anything moves the rows: each partition's
+        # records reach its visit state in offset order, and its whole range does (a range whose
+        # records are all rejected or duplicates still moves the state to its end).
+        keyed = visits.changes(keyed, dims, COUNTED)
+    if counts_visits or (single and current_visitors.counted(dims)):
+        # The views' rows, the visits' and the current visitors' all read the keyed events: what
+        # comes before (the visit state's changes included) runs once.
         keyed = materialise(keyed)
-    view_rows, visits = views_with_visits(outputs, keyed, active, horizon, single, materialise)
+    keyed = keyed.where(COUNTED).drop(COUNTED)
+    signed_visits = signed(keyed, dims, TAGS) if counts_visits else None
+    view_rows = views_with_visits(outputs, keyed, signed_visits, single)
     minutes = current_visitors.minute_rows(keyed, dims, settings, single)
     if minutes is not None:
         view_rows = view_rows.unionByName(minutes, allowMissingColumns=True)
     if outputs.filter_table:
-        signed_visits = None if visits is None else signed(visits, sorted(active))
         filters = filter_rows.rows(by_generation(keyed), dims, single, signed_visits)
         view_rows = view_rows.unionByName(filters, allowMissingColumns=True)
     table, collected = filter_rows.split_table(view_rows.toArrow())
-    result = collected_table(collected)
+    result: list[Any] = collected.to_pylist()
     if table is not None:
         result.append(filter_rows.block(table))
     return result
 
 
 def views_with_visits(
-    outputs: Outputs,
-    keyed: DataFrame,
-    active: dict[int, Offsets],
-    horizon: Horizon,
-    single: bool,
-    materialise: Materialised,
-) -> tuple[DataFrame, DataFrame | None]:
+    outputs: Outputs, keyed: DataFrame, signed_visits: DataFrame | None, single: bool
+) -> DataFrame:
     """The realtime view rows of the keyed events (page views and sketches, no exact visitor
-    count: the sink keeps none), with the visits' deltas and the visit state's rows
-    (speed_layer.visits): the shared pass's stages, grouped by generation. And the micro-batch's
-    closing visits of every variant (None without visits)."""
+    count: the sink keeps none), with the visits' deltas and flags of the micro-batch's
+    ``signed_visits`` (speed_layer.visits.signed): the shared pass's stages, grouped by
+    generation."""
     settings, dims = outputs.settings, outputs.dimensions
-    by_gen = by_generation(keyed)
-    deltas, extra, visits = None, None, None
-    if sessions.counts_visits(dims):
-        t0 = time.monotonic()
-        deltas, extra, visits = visit_rows(keyed, dims, active, horizon, settings.redis_url, single)
-        materialise.keep(visits)
-        phases = materialise.phases
-        phases["visits"] = phases.get("visits", 0.0) + time.monotonic() - t0
+    by_gen = by_generation(keyed.drop(CHANGES) if CHANGES in keyed.columns else keyed)
+    deltas, flags = visit_rows(signed_visits, dims) if signed_visits is not None else (None, None)
     levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
     view_rows = assemble(levels, dims, ["gen"])
-    return (view_rows if extra is None else view_rows.unionByName(extra, allowMissingColumns=True)), visits
+    return view_rows if flags is None else view_rows.unionByName(flags, allowMissingColumns=True)
 
 
 def by_generation(keyed: DataFrame) -> DataFrame:
@@ -137,14 +139,14 @@ def by_generation(keyed: DataFrame) -> DataFrame:
     return keyed.select(F.explode(TAGS).alias("gen"), *[c for c in keyed.columns if c != TAGS])
 
 
-def tagged(counted: DataFrame, active: dict[int, Offsets]) -> DataFrame:
-    """``counted`` with :data:`TAGS` (the active generations whose cut each row is at or past)
-    and its UTC minute."""
+def tagged(records: DataFrame, active: dict[int, Offsets]) -> DataFrame:
+    """``records`` (with :data:`COUNTED`) with :data:`TAGS` (the active generations whose cut
+    each row is at or past) and its UTC minute."""
     from pyspark.sql import functions as F
 
     from speed_layer.stream import at_or_past
 
     tags = F.array(*[F.when(at_or_past(cut), F.lit(gen)) for gen, cut in sorted(active.items())])
-    return counted.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull())).withColumn(
+    return records.withColumn(TAGS, F.filter(tags, lambda g: g.isNotNull())).withColumn(
         current_visitors.MINUTE, current_visitors.minute_column()
     )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from contract.codec import bounds_from
+from contract.log_window import read_log
 from contract.spark_schema import INVALID_COLUMN, parse_kafka_records
 from generations.model import Offsets
 from generations.registry import GenerationRegistry
@@ -42,8 +43,6 @@ def read_events(
 ) -> DataFrame:
     """Parsed records of `events` with their partition, offset and log-append time, keeping only
     ``columns`` (what the views read) and what the dedup and the dead-letter path need."""
-    from pyspark.sql import functions as F
-
     s = settings
     topic = s.events_topic
     reader = (
@@ -57,7 +56,20 @@ def read_events(
     )
     if s.speed_max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(s.speed_max_offsets_per_trigger))
-    parsed = parse_kafka_records(reader.load(), bounds_from(s))
+    return _selected(parse_kafka_records(reader.load(), bounds_from(s)), columns)
+
+
+def read_range(
+    spark: SparkSession, settings: Settings, ranges: dict[int, tuple[int, int]], columns: Sequence[str]
+) -> DataFrame:
+    """What :func:`read_events` gives, for the offsets ``ranges`` (partition -> [start, end)) of
+    `events` read as a batch: a range of the log read again (speed_layer.visit_rebuild)."""
+    return _selected(read_log(spark, settings, ranges), columns)
+
+
+def _selected(parsed: DataFrame, columns: Sequence[str]) -> DataFrame:
+    from pyspark.sql import functions as F
+
     valid = F.col(INVALID_COLUMN).isNull()
     return parsed.select(
         *columns,

@@ -1,5 +1,5 @@
 """A micro-batch's collected rows as the writes that store them: the realtime views, the visit
-state, the current visitors' minutes and the filter table's rows, each by its store's sink, prepared
+bookkeeping, the current visitors' minutes and the filter table's rows, each by its store's sink, prepared
 (what the sinks read first) and then flushed into one pipeline. The commit (speed_layer.commit)
 flushes them inside its transaction, beside the batch id and the offsets; the speed layer's
 freshness floor (bench/speed_floor.py) flushes the same writes with nothing around them."""
@@ -26,7 +26,6 @@ class RowWrites:
         self,
         rows: Sequence[Any],
         views: RedisRealtimeSink,
-        client: redis.Redis,
         minute_sink: Callable[[], CurrentVisitorsSink] | None,
     ) -> None:
         minute_rows, rest = current_visitors.split(rows)
@@ -36,9 +35,7 @@ class RowWrites:
         for row in view_rows:
             views.add(row["gen"], row["view"], row)
         views.prepare()
-        self.state = update.sink(client)
-        if self.state is not None:
-            self.state.prepare()
+        self.state = update.sink()
         self.minutes = minute_sink() if minute_sink is not None and minute_rows else None
         if self.minutes is not None:
             for minute in minute_rows:

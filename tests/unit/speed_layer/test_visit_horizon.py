@@ -41,15 +41,13 @@ def test_what_was_let_go_of_is_never_within_a_gap_of_a_view_merged_exactly(
         assert h.late_before_us - dropped >= GAP_S * US
 
 
-def test_split_separates_view_rows_state_flags_and_meta() -> None:
+def test_split_separates_view_rows_flags_and_meta() -> None:
     rows = [
         {"gen": 3, "view": "site", "key": "s", "day": "2026-11-20", "aux": None},
-        {"view": "#visit-state", "key": ["k1", "k2"], "aux": ['[{"e_ts": 5}]', "[]"], "end": [5, 0]},
         {"gen": 3, "view": "#visit-flag", "key": "s", "day": "2026-11-19", "aux": None},
         {"gen": None, "view": "#visit-meta", "key": "-7", "day": "", "aux": "99"},
     ]
     views, update = split(rows)
     assert views == rows[:1]
-    assert update.states == [("k1", '[{"e_ts": 5}]', 5), ("k2", "[]", 0)]
     assert update.flags == [(3, "s", "2026-11-19")]
     assert (update.watermark_ms, update.drop_before_us) == (99, -7)

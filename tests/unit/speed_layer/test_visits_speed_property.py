@@ -2,28 +2,29 @@
 code in several micro-batches, in arrival order (some views late), against the pure-Python
 sessioniser (tests/oracle_visits.py).
 
-What runs is the speed layer's own Spark work for a micro-batch
-(``speed_layer.outputs.views_with_visits``: the shared pass with speed_layer.visits' deltas and
-retractions, the state read in the executors by ``mapInArrow``) and its own state bookkeeping
-(``visits.split``, ``VisitUpdate.sink``, ``VisitStateSink``, ``visit_state.load_texts``), with two
+What runs is the speed layer's own Spark work for a micro-batch (``speed_layer.outputs.rows``: the
+shared pass with the visits' changes made in the scan by the JVM's visit state of each partition,
+``speed_layer.visits``) and its own bookkeeping (``visits.split``, ``VisitUpdate.sink``), with two
 stand-ins so that no service is needed:
 
 - Kafka: each record gets a partition (by visitor, as the platform's producers key it), an offset
-  and a log-append time; duplicates are dropped before the pass, as the scan's dedup drops later
-  copies (the rule of contract.duplicates for exact copies: tests.oracle.dedup);
-- Redis: a dict-backed client with the few commands the visit state uses, and the executor-side
-  loader reading a snapshot of it taken when the micro-batch is planned (the real loader opens a
-  Redis connection in the executor; everything it does after that is the same code).
+  and a log-append time; a copy of an event is a record the dedup marks, as the scan's dedup marks
+  later copies (the rule of contract.duplicates for exact copies: tests.oracle.dedup), so it
+  reaches the visit state uncounted, as in the scan;
+- Redis: a dict-backed client with the few commands the bookkeeping uses.
 
 Each example picks the active generations (1 with its cut at the log start, 2 with a drawn cut
 per partition) and where the stream starts: at the log start, or at generation 2's cut with the
-state seeded from the events below it (speed_layer.visit_seed's own functions, as on a fresh start
-after a batch run). The batch part of generation ``g`` is the reference over the events below its
-cut (tests/unit/views/test_visits_batch_property.py holds the batch views to that reference), so
-for every ``g``: reference(below g's cut) + realtime(g) must equal reference(all events), in every
-bucket and hour. Views within the horizon and visitors on one partition: no bucket may be flagged.
-A second property shortens the horizon and lets log-append times follow event time, so that late
-views fall behind it: every bucket whose (site, day) is not flagged must still be exact.
+states seeded from the events below it (speed_layer.visit_rebuild's own function, as a rebuild
+seeds them from the master dataset). The batch part of generation ``g`` is the reference over the
+events below its cut (tests/unit/views/test_visits_batch_property.py holds the batch views to that
+reference), so for every ``g``: reference(below g's cut) + realtime(g) must equal reference(all
+events), in every bucket and hour. Views within the horizon and visitors on one partition: no
+bucket may be flagged. A second property shortens the horizon and lets log-append times follow
+event time, so that late views fall behind it: every bucket whose (site, day) is not flagged must
+still be exact (never silently wrong). Some examples evaluate a micro-batch twice (as a commit
+that finds a new generation does) or lose the states before one (a restart): the answers must
+not change.
 
 Each micro-batch is a few Spark jobs, so the tests draw few examples; LAMBDA_VISIT_SPEED_EXAMPLES
 sets more for a deeper run.
@@ -31,16 +32,15 @@ sets more for a deeper run.
 
 from __future__ import annotations
 
-import fnmatch
 import os
+import uuid
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
-from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -48,9 +48,9 @@ from hypothesis import strategies as st
 from config.settings import get_settings
 from contract import PageView, site_of
 from generations.model import Offsets
-from speed_layer import visit_seed, visits
+from speed_layer import current_visitors, visit_rebuild, visits
 from speed_layer.micro_batch import MicroBatch
-from speed_layer.outputs import TAGS, Materialised, Outputs, views_with_visits
+from speed_layer.outputs import COUNTED, TAGS, Materialised, Outputs, rows
 from stores.redis import visit_state
 from tests.oracle_visits import (
     VisitRecount,
@@ -63,7 +63,6 @@ from tests.oracle_visits import (
 )
 from tests.visit_strategies import MIDNIGHT, VisitLog, visit_log_sets
 from views import all_views
-from views.shared_pass import keyed_events
 
 GAP_S = get_settings().session_gap_s
 LOG_TIME0_MS = int((MIDNIGHT.timestamp() + 3600) * 1000)
@@ -122,41 +121,14 @@ def below(records: Iterable[Record], cut: Offsets) -> list[Record]:
 
 @dataclass
 class FakeRedis:
-    """The commands the visit state uses (stores.redis.visit_state), on dicts; its pipeline is
-    itself (the commit's transaction applies at once)."""
+    """The commands the visit bookkeeping uses (stores.redis.visit_state), on dicts; its pipeline
+    is itself (the commit's transaction applies at once)."""
 
-    kv: dict[str, str] = field(default_factory=dict)
-    zsets: dict[str, dict[str, float]] = field(default_factory=dict)
     sets: dict[str, set[str]] = field(default_factory=dict)
     hashes: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def mget(self, keys: list[str]) -> list[str | None]:
-        return [self.kv.get(k) for k in keys]
-
     def scan_iter(self, match: str, count: int = 0) -> list[str]:
-        return [k for k in self.kv if fnmatch.fnmatchcase(k, match)]
-
-    def set(self, key: str, value: str) -> None:
-        self.kv[key] = value
-
-    def mset(self, mapping: dict[str, str]) -> None:
-        self.kv.update(mapping)
-
-    def delete(self, *keys: str | bytes) -> int:
-        names = [k.decode() if isinstance(k, bytes) else k for k in keys]
-        return sum(self.kv.pop(k, None) is not None for k in names)
-
-    def zadd(self, key: str, mapping: dict[str, float]) -> None:
-        self.zsets.setdefault(key, {}).update(mapping)
-
-    def zrem(self, key: str, *members: str | bytes) -> None:
-        for m in members:
-            self.zsets.get(key, {}).pop(m.decode() if isinstance(m, bytes) else m, None)
-
-    def zrangebyscore(self, key: str, low: str, high: str) -> list[str]:
-        assert low == "-inf" and high.startswith("("), (low, high)
-        limit = float(high[1:])
-        return [m for m, score in self.zsets.get(key, {}).items() if score < limit]
+        return []
 
     def sadd(self, key: str, *members: str) -> None:
         self.sets.setdefault(key, set()).update(members)
@@ -181,54 +153,48 @@ class FakeRedis:
         return []
 
 
-def snapshot_loader(store: FakeRedis) -> Callable[..., Any]:
-    """A stand-in for stores.redis.visit_state.loader: the same executor-side function, reading a copy of
-    the state taken when the micro-batch is planned instead of connecting to Redis."""
-
-    def loader(redis_url: str) -> Callable[[Iterable[Any]], Iterable[Any]]:
-        snapshot = dict(store.kv)
-
-        def load(batches: Iterable[Any]) -> Iterator[Any]:
-            client = SimpleNamespace(mget=lambda keys: [snapshot.get(k) for k in keys])
-            yield from visit_state.load_batches(client, batches)
-
-        return load
-
-    return loader
-
-
 # --- the speed layer, driven -----------------------------------------------------------------------
 
 
-def _dataframe(spark: Any, records: list[Record], active: dict[int, Offsets]) -> Any:
-    """The micro-batch's counted rows as the job tags them: contract columns, the Kafka partition
-    and offset, and ``_tags``, the active generations whose cut the record is at or past."""
-    rows = [
-        (
-            e.event_id,
-            e.ts,
-            e.visitor_id,
-            e.url,
-            e.referrer,
-            e.user_agent,
-            e.country,
-            r.partition,
-            r.offset,
-            [g for g, cut in sorted(active.items()) if r.offset >= cut.get(r.partition, 0)],
+EVENT_COLUMNS = (
+    "event_id string, ts timestamp, visitor_id string, url string, referrer string, "
+    "user_agent string, country string, kafka_partition int, kafka_offset long"
+)
+
+
+def _event_row(r: Record) -> tuple[Any, ...]:
+    e = r.event
+    return (e.event_id, e.ts, e.visitor_id, e.url, e.referrer, e.user_agent, e.country, r.partition, r.offset)
+
+
+def _dataframe(spark: Any, records: list[Record], active: dict[int, Offsets], counted: set[int]) -> Any:
+    """The micro-batch's records as the job tags them, in the scan's order (one Spark partition
+    per Kafka partition, in offset order): contract columns, the Kafka partition and offset,
+    ``_counted`` (not a copy the dedup marks) and ``_tags``, the active generations whose cut the
+    record is at or past."""
+    frames = []
+    for p in sorted({r.partition for r in records}):
+        rows = [
+            (
+                *_event_row(r),
+                id(r) in counted,
+                [g for g, cut in sorted(active.items()) if r.offset >= cut.get(r.partition, 0)],
+            )
+            for r in sorted(records, key=lambda r: r.offset)
+            if r.partition == p
+        ]
+        frames.append(
+            spark.createDataFrame(rows, f"{EVENT_COLUMNS}, {COUNTED} boolean, {TAGS} array<int>").coalesce(1)
         )
-        for r in records
-        for e in (r.event,)
-    ]
-    return spark.createDataFrame(
-        rows,
-        "event_id string, ts timestamp, visitor_id string, url string, referrer string, "
-        "user_agent string, country string, kafka_partition int, kafka_offset long, _tags array<int>",
-    )
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out.withColumn(current_visitors.MINUTE, current_visitors.minute_column())
 
 
 @dataclass
 class SpeedRun:
-    """The speed layer's state and realtime rows across the micro-batches of one run."""
+    """The speed layer's states and realtime rows across the micro-batches of one run."""
 
     spark: Any
     active: dict[int, Offsets]
@@ -238,6 +204,11 @@ class SpeedRun:
     flags: list[tuple[int, str, str]] = field(default_factory=list)
     lateness_s: int | None = None
     """The state's horizon (visit_lateness_s) when not the settings'."""
+    namespace: str = field(default_factory=lambda: f"test-visits-{uuid.uuid4()}")
+    positions: dict[int, int] = field(default_factory=dict)
+    """Each partition's offset the states stand at."""
+    seeded: Any = None
+    """The seed the next micro-batch's states start from where they are missing."""
 
     def job(self) -> Any:
         dims = all_views()
@@ -249,58 +220,85 @@ class SpeedRun:
             dimensions=dims,
             input_columns=("country", "event_id", "referrer", "ts", "url", "user_agent", "visitor_id"),
             redis=self.redis,
+            visits=visits.ScanVisits(self.spark, self.namespace),
         )
 
-    def seed(self, records: list[Record]) -> None:
-        """The state of a fresh start after ``records`` (what speed_layer.visit_seed.seed reads from
-        the master dataset), by visit_seed's own functions."""
+    def seed(self, records: list[Record], start: Offsets) -> None:
+        """The states at ``start`` after ``records`` (the counted page views below it, which a
+        rebuild reads from the master dataset) and the bookkeeping of a fresh start."""
         job = self.job()
-        visit_state.clear(self.redis, visits.dimensions_mark(job.dimensions))
+        self.positions = {p: start.get(p, 0) for p in range(PARTITIONS)}
         if not records:
-            return
-        df = _dataframe(self.spark, records, {})
-        watermark_ms = max(r.log_time_ms for r in records)
-        horizon = visits.Horizon(watermark_ms, visit_state.NEVER, job.settings.visit_lateness_s, GAP_S)
-        visit_seed._write(job, visit_seed._visits(df, job), horizon)
-        self.redis.hset(
-            visit_state.META,
-            mapping={"watermark_ms": watermark_ms, "dropped_before_us": horizon.drop_before_us},
-        )
+            visit_state.clear(self.redis, visits.dimensions_mark(job.dimensions))
+            dropped = visit_state.NEVER
+        else:
+            watermark_ms = max(r.log_time_ms for r in records)
+            horizon = visits.Horizon(watermark_ms, visit_state.NEVER, job.settings.visit_lateness_s, GAP_S)
+            dropped = horizon.drop_before_us
+            visit_state.clear(self.redis, visits.dimensions_mark(job.dimensions), watermark_ms, dropped)
+        self.seeded = self._seed(job, records, dropped)
 
-    def micro_batch(self, records: list[Record], newest_log_time_ms: int) -> None:
-        """One micro-batch of counted ``records`` (the batch read ``newest_log_time_ms`` as its
-        newest log-append time), committed to the state and the realtime rows."""
+    def _seed(self, job: Any, records: list[Record], dropped_before_us: int) -> Any:
+        seed = job.visits.seed(self.positions)
+        if records:
+            df = self.spark.createDataFrame([_event_row(r) for r in records], EVENT_COLUMNS)
+            found = visit_rebuild.seed_visits(df, job.dimensions, job.input_columns, GAP_S, dropped_before_us)
+            seed.add(found._jdf.toLocalIterator())
+        return seed
+
+    def lose_states(self, counted_below: list[Record]) -> None:
+        """A restart: the states are gone, and the next micro-batch starts from a rebuild's seed
+        (every counted page view below the states' offsets is in the master dataset)."""
+        job = self.job()
+        job.visits.forget()
+        meta = visit_state.read_meta(self.redis)
+        self.seeded = self._seed(job, counted_below, meta.dropped_before_us)
+
+    def micro_batch(self, records: list[Record], counted: set[int], evaluate_twice: bool) -> None:
+        """One micro-batch of ``records`` (the dedup counts those in ``counted``), committed to the
+        bookkeeping and the realtime rows."""
         batch = MicroBatch.__new__(MicroBatch)
         batch.job = self.job()
         batch.report = SimpleNamespace(phases={})  # type: ignore[assignment]
         batch.visit_meta = visit_state.read_meta(self.redis)
-        single = self.single_partition
-        materialise = Materialised({})
+        starts = dict(self.positions)
+        ends = dict(starts)
+        for r in records:
+            ends[r.partition] = max(ends[r.partition], r.offset + 1)
+        batch.starts, batch.ends = starts, ends
+        batch._visit_seed = self.seeded
         made = Outputs(batch.job.settings, batch.job.dimensions, False)
-        with mock.patch.object(visit_state, "loader", snapshot_loader(self.redis)):
-            tagged = _dataframe(self.spark, records, self.active)
-            # As speed_layer.outputs.rows: the keyed events, materialised, then the visits and views.
-            keyed = materialise(keyed_events(tagged, batch.job.dimensions, [TAGS, "kafka_partition"], single))
+
+        def evaluate() -> list[Any]:
+            materialise = Materialised({})
             try:
-                made_rows = views_with_visits(made, keyed, self.active, batch._horizon(), single, materialise)
-                rows = visits.collected(made_rows[0])
+                tagged = _dataframe(self.spark, records, self.active, counted)
+                return rows(made, tagged, batch._visits(), self.single_partition, materialise)
             finally:
                 materialise.release()
-        rows.append(batch._visit_meta(newest_log_time_ms))
-        view_rows, update = visits.split(rows)
+
+        made_rows = evaluate()
+        if evaluate_twice:  # a commit that found a new generation computes the rows again
+            again = evaluate()
+            assert sorted(map(repr, again)) == sorted(map(repr, made_rows)), "a range evaluated twice changed"
+        self.seeded = None
+        self.positions = ends
+        made_rows.append(batch._visit_meta(max(r.log_time_ms for r in records)))
+        view_rows, update = visits.split(made_rows)
         for row in view_rows:
             self.realtime.setdefault(int(row["gen"]), []).append(row)
         self.flags += update.flags
-        sink = update.sink(self.redis)
+        sink = update.sink()
         assert sink is not None
-        sink.prepare()
         sink.flush(self.redis)
 
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[VisitLog, dict[int, Offsets], bool, list[int], bool]:
     """(log, active generations, whether the stream starts at generation 2's cut, micro-batch
-    boundaries as positions in the stream's arrival order, single-partition pass)."""
+    boundaries as positions in the stream's arrival order, single-partition pass). A boundary
+    drawn negative evaluates the micro-batch after it twice; one drawn twice (or its negative
+    too) loses the states before it."""
     log = draw(visit_log_sets(max_logs=3, gap_us=GAP_S * 1_000_000))
     counts = [0] * PARTITIONS
     for r in records_of(log):
@@ -310,7 +308,8 @@ def scenarios(draw: st.DrawFn) -> tuple[VisitLog, dict[int, Offsets], bool, list
         st.sampled_from(["both from the log start", "only 2 from the log start", "only 2 from its cut"])
     )
     active = {1: {}, 2: cut} if kind == "both from the log start" else {2: cut}
-    boundaries = draw(st.lists(st.integers(1, len(log.events)), min_size=1, max_size=2))
+    n = len(log.events)
+    boundaries = draw(st.lists(st.integers(1, n) | st.integers(-n, -1), min_size=1, max_size=3))
     return log, active, kind == "only 2 from its cut", boundaries, draw(st.booleans())
 
 
@@ -358,16 +357,21 @@ def _run(
     kept = first_copies(records)
     run = SpeedRun(spark, active, single, lateness_s=lateness_s)
     start = active[2] if from_cut else {}
-    run.seed(below(kept, start))
+    run.seed(below(kept, start), start)
     stream = [r for r in records if r.offset >= start.get(r.partition, 0)]
     counted = {id(r) for r in kept}
-    points = [0, *sorted({min(b, len(stream)) for b in boundaries}), len(stream)]
+    marks = [abs(b) for b in boundaries]
+    twice = {min(abs(b), len(stream)) for b in boundaries if b < 0}
+    lost = {min(b, len(stream)) for b in marks if marks.count(b) > 1}
+    points = [0, *sorted({min(b, len(stream)) for b in marks}), len(stream)]
     for a, b in pairwise(points):
         if b > a:
-            part = stream[a:b]
-            run.micro_batch([r for r in part if id(r) in counted], max(r.log_time_ms for r in part))
+            if a in lost:
+                run.lose_states(below(kept, run.positions))
+            run.micro_batch(stream[a:b], counted, evaluate_twice=a in twice)
     context = (
-        f"active {active}, stream from {start or 'the log start'}, micro-batches at {points[1:-1]}, "
+        f"active {active}, stream from {start or 'the log start'}, micro-batches at {points[1:-1]} "
+        f"(evaluated twice after {sorted(twice)}, states lost before {sorted(lost)}), "
         f"single_partition={single}, lateness {lateness_s}\nlog:\n{log}\n\n"
         f"reference visits:\n{describe(sessionise((r.event for r in kept), GAP_S))}"
     )

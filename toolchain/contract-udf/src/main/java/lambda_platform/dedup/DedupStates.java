@@ -32,13 +32,13 @@ public final class DedupStates {
   }
 
   /** The running task's attempt id (a constant outside a task: tests driving the UDF directly). */
-  static long attempt() {
+  public static long attempt() {
     TaskContext ctx = TaskContext.get();
     return ctx == null ? -1 : ctx.taskAttemptId();
   }
 
   /** Calls {@code onSuccess} when the running task ends without failing (now, outside a task). */
-  static void onSuccess(Runnable onSuccess) {
+  public static void onSuccess(Runnable onSuccess) {
     TaskContext ctx = TaskContext.get();
     if (ctx == null) {
       onSuccess.run();
@@ -81,7 +81,7 @@ public final class DedupStates {
   }
 
   /** "p:a:b,p:a:b" (what the driver passes) as partition -> {a, b}. */
-  static Map<Integer, long[]> parse(String spec) {
+  public static Map<Integer, long[]> parse(String spec) {
     Map<Integer, long[]> out = new HashMap<>();
     if (spec == null || spec.isEmpty()) {
       return out;

@@ -49,15 +49,12 @@ public final class DuplicateMarker extends PartitionUdf
   }
 
   private PartitionState take(int partition, long attempt) {
-    long[] range = ranges.get(partition);
-    if (range == null) {
-      throw new IllegalStateException("partition " + partition + " is not in the micro-batch");
-    }
+    long[] range = RangeState.rangeOf(ranges, partition);
     long start = range[0];
     long end = range[1];
     synchronized (DedupStates.class) {
       PartitionState state = DedupStates.get(namespace, partition);
-      boolean again = state != null && state.rangeStart == start && state.rangeEnd == end;
+      boolean again = state != null && state.holds(start, end);
       if (!again && (state == null || state.position != start)) {
         long[] fresh = empty.get(partition);
         if (fresh == null || fresh[0] != start) {
@@ -74,14 +71,7 @@ public final class DuplicateMarker extends PartitionUdf
           s.begin(start, end, attempt);
         }
       }
-      DedupStates.onSuccess(
-          () -> {
-            synchronized (s) {
-              if (s.task == attempt) {
-                s.position = end;
-              }
-            }
-          });
+      s.advanceOnSuccess(attempt, end);
       return s;
     }
   }

@@ -17,7 +17,7 @@ import java.util.Iterator;
  * again (a second job over the micro-batch, a task retried in this JVM) gets the same verdicts
  * without touching the fingerprints twice.
  */
-final class PartitionState {
+final class PartitionState extends RangeState {
   final long windowMs;
   final long graceMs;
   final long bucketMs;
@@ -25,14 +25,8 @@ final class PartitionState {
   private long floor;
   private long maxTime = Long.MIN_VALUE;
 
-  /** Offsets below it are applied; -1 while a range is being applied. */
-  long position;
-
-  long rangeStart = -1;
-  long rangeEnd = -1;
   long lastOffset = -1;
   BitSet verdicts = new BitSet();
-  long task = Long.MIN_VALUE;
 
   private static final class Bucket {
     final long index;
@@ -45,11 +39,11 @@ final class PartitionState {
   }
 
   PartitionState(long windowMs, long graceMs, long floor, long position) {
+    super(position);
     this.windowMs = windowMs;
     this.graceMs = graceMs;
     this.bucketMs = Math.max(1, windowMs / 4);
     this.floor = floor;
-    this.position = position;
   }
 
   /** Starts applying [start, end) in task attempt {@code attempt}. */
