@@ -199,17 +199,24 @@ class SpeedProcess:
         return str(self.log_path.read_text(errors="replace")[-3000:])
 
 
-REBUILDING = "dedup state not at the micro-batch's start"
-"""What the job logs when it starts rebuilding its dedup state (speed_layer.dedup)."""
+REBUILDING = ("dedup state not at the micro-batch's start", "visit state: none in this JVM yet: rebuilding")
+"""What the job logs when it starts rebuilding its states: the dedup's (speed_layer.dedup), or the
+visits' with the dedup's of the log it replays, which a restarted job does before its first
+micro-batch (speed_layer.micro_batch)."""
+
+
+def _rebuilds(speed: SpeedProcess) -> int:
+    text = speed.log_path.read_text(errors="replace")
+    return sum(text.count(line) for line in REBUILDING)
 
 
 def kill_while_rebuilding(settings: Settings, speed: SpeedProcess, seed: int, rng: random.Random) -> None:
-    """Kill the (just restarted) job while it rebuilds its dedup state for a micro-batch of fresh
+    """Kill the (just restarted) job while it rebuilds its states for a micro-batch of fresh
     events, then start it again."""
-    seen = speed.log_path.read_text(errors="replace").count(REBUILDING)
+    seen = _rebuilds(speed)
     events = produce_in_background(settings, seeds=[seed], per_seed=1_000, pause_s=0.0)
     deadline = time.monotonic() + 120
-    while speed.log_path.read_text(errors="replace").count(REBUILDING) <= seen:
+    while _rebuilds(speed) <= seen:
         assert time.monotonic() < deadline, speed.tail()
         time.sleep(0.05)
     time.sleep(rng.uniform(0.0, 0.5))
