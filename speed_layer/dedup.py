@@ -45,6 +45,14 @@ executor than the one its state was rebuilt in)."""
 T = TypeVar("T")
 
 
+def counted() -> Column:
+    """Whether a marked record (:meth:`ScanDedup.mark`) is a counted page view: accepted by the
+    contract and not a duplicate."""
+    from pyspark.sql import functions as F
+
+    return F.col(INVALID_COLUMN).isNull() & ~F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))
+
+
 def _spec(triples: dict[int, tuple[int, int]]) -> str:
     return ",".join(f"{p}:{a}:{b}" for p, (a, b) in sorted(triples.items()))
 

@@ -34,7 +34,7 @@ from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
 from ingest.producer import dlq_key
 from speed_layer import outputs, visit_rebuild, visits
-from speed_layer.dedup import DUPLICATE_COLUMN, REBUILDS
+from speed_layer.dedup import DUPLICATE_COLUMN, REBUILDS, counted
 from speed_layer.outputs import Materialised, Outputs
 from speed_layer.progress import BatchReport
 from speed_layer.visits import Horizon, Marker, meta_row
@@ -192,9 +192,8 @@ class MicroBatch:
             if not single:
                 # The broadcast tables of once_per_value dimensions would read the scan again.
                 observed = materialise(observed)
-            counted = ~invalid & ~F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))
             made = Outputs(job.settings, job.dimensions, job.filter_table)
-            tagged = outputs.tagged(observed.select("*", counted.alias(outputs.COUNTED)), active)
+            tagged = outputs.tagged(observed.select("*", counted().alias(outputs.COUNTED)), active)
             rows = outputs.rows(made, tagged, self._visits(), single, materialise)
             return rows, observation.get
         finally:

@@ -27,9 +27,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from batch_layer.master import MasterDataset
-from contract.spark_schema import INVALID_COLUMN
 from generations.model import Offsets
-from speed_layer.dedup import DUPLICATE_COLUMN
+from speed_layer.dedup import counted
 from speed_layer.outputs import COUNTED
 from speed_layer.stream import at_or_past, read_range
 from speed_layer.visits import Horizon, dimensions_mark
@@ -169,15 +168,12 @@ def seed_visits(
 def _replay(job: SpeedJob, seed: Any, ranges: dict[int, tuple[int, int]], horizon: Horizon) -> None:
     """Merge the counted page views of the log ``ranges`` into the seed's states (and move the
     dedup's states of those partitions to the ranges' ends)."""
-    from pyspark.sql import functions as F
-
     starts = {p: a for p, (a, _) in ranges.items()}
     ends = {p: b for p, (_, b) in ranges.items()}
     records = read_range(job.spark, job.settings, ranges, job.input_columns)
     marked, dedup_marker = job.dedup.mark(records, starts, ends)
     job.dedup.rebuild(dedup_marker, starts, ends)
-    counted = F.col(INVALID_COLUMN).isNull() & ~F.coalesce(F.col(DUPLICATE_COLUMN), F.lit(False))
-    records = marked.select("*", counted.alias(COUNTED))
+    records = marked.select("*", counted().alias(COUNTED))
     # Each key per event: a key per distinct value would read the records once more first.
     keyed = keyed_events(records, job.dimensions, ["kafka_partition", COUNTED], single_partition=True)
     marker = job.visits.marker(starts, ends, horizon)
