@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             every = observed.select(
                 "*", F.lit(True).alias(outputs.COUNTED)
             )  # no record rejected, none a duplicate
-            rows = outputs.rows(made, outputs.tagged(every, active), visits, single, materialise)
+            rows = outputs.rows(made, outputs.tagged(every, active), visits, single, materialise, active)
         finally:
             materialise.release()
         metrics = observation.get

@@ -158,11 +158,13 @@ def state_size(settings: Settings, console: Console, events_n: int) -> dict[str,
         records = (
             events.select(*input_columns(views, spark))
             .withColumn("kafka_partition", F.pmod(F.hash("visitor_id"), F.lit(partitions)))
+            .withColumn("kafka_offset", F.lit(0).cast("long"))  # no generation: never compared
             .withColumn(COUNTED, F.lit(True))
             .repartition(partitions, "kafka_partition")
             .sortWithinPartitions("kafka_partition")  # each partition's records together
         )
-        keyed = keyed_events(records, views, ["kafka_partition", COUNTED], single_partition=True)
+        carried = ["kafka_partition", "kafka_offset", COUNTED]
+        keyed = keyed_events(records, views, carried, single_partition=True)
         scan = ScanVisits(spark, f"bench-visit-state-{time.monotonic_ns()}")
         at = dict.fromkeys(range(partitions), 0)
         marker = scan.marker(
@@ -179,7 +181,7 @@ def state_size(settings: Settings, console: Console, events_n: int) -> dict[str,
             return int(runtime.totalMemory()) - int(runtime.freeMemory())
 
         before = heap()
-        marker.changes(keyed, views, COUNTED).write.format("noop").mode("overwrite").save()
+        marker.apply(keyed, views, COUNTED)
         held = heap() - before
         days = scan.held()
         scan.forget()

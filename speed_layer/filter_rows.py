@@ -54,7 +54,7 @@ def rows(
     """The micro-batch's filter rows per generation, as collected rows: ``view`` :data:`VIEW`,
     ``gen`` and the prefixed columns. ``by_gen``: the keyed events exploded to a ``gen`` each (the
     page-view rows); ``visits``: the closing visits per generation with their sign
-    (speed_layer.visits.signed; the visit rows, retractions included: a visit a micro-batch did
+    (speed_layer.visits.Marker.signed; the visit rows, retractions included: a visit a micro-batch did
     not change cancels out in the sums). A micro-batch small enough for one task aggregates in it
     (no exchange)."""
     from pyspark.sql import functions as F

@@ -194,7 +194,7 @@ class MicroBatch:
                 observed = materialise(observed)
             made = Outputs(job.settings, job.dimensions, job.filter_table)
             tagged = outputs.tagged(observed.select("*", counted().alias(outputs.COUNTED)), active)
-            rows = outputs.rows(made, tagged, self._visits(), single, materialise)
+            rows = outputs.rows(made, tagged, self._visits(), single, materialise, active)
             return rows, observation.get
         finally:
             materialise.release()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from config.settings import Settings
 from generations.model import Offsets
 from speed_layer import current_visitors, filter_rows
-from speed_layer.visits import CHANGES, Marker, signed, visit_rows
+from speed_layer.visits import Marker, entry_rows, visit_rows
 from views import sessions
 from views.dimension import Dimension
 from views.shared_pass import assemble, count_events, keyed_events
@@ -80,30 +80,39 @@ def rows(
     visits: Marker | None,
     single: bool,
     materialise: Materialised,
+    active: dict[int, Offsets],
 ) -> list[Any]:
     """The collected rows of the ``tagged`` records' counted page views (:data:`COUNTED`; the
     records in the scan's order; one task each with ``single``, no exchange): every row a mapping,
     the filter table's as one block (speed_layer.filter_rows.block). ``visits``: the range's visit
-    function (speed_layer.visits; needed when the views count visits)."""
+    function (speed_layer.visits; needed when the views count visits), for the ``active``
+    generations (the cuts ``tagged`` was tagged with)."""
     settings, dims = outputs.settings, outputs.dimensions
     counts_visits = sessions.counts_visits(dims)
     if not counts_visits:
         tagged = tagged.where(COUNTED)
-    keyed = keyed_events(tagged, dims, [TAGS, "kafka_partition", current_visitors.MINUTE, COUNTED], single)
+    carried = [TAGS, "kafka_partition", current_visitors.MINUTE, COUNTED]
+    keyed = keyed_events(tagged, dims, [*carried, "kafka_offset"] if counts_visits else carried, single)
+    visit_deltas: tuple[DataFrame, DataFrame] | None = None
+    signed_visits = None
     if counts_visits:
         if visits is None:
             raise ValueError("the views count visits: the micro-batch needs its visit function")
-        # Every record, in the scan's order, before anything moves the rows: each partition's
-        # records reach its visit state in offset order, and its whole range does (a range whose
-        # records are all rejected or duplicates still moves the state to its end).
-        keyed = visits.changes(keyed, dims, COUNTED)
-    if counts_visits or (single and current_visitors.counted(dims)):
-        # The views' rows, the visits' and the current visitors' all read the keyed events: what
-        # comes before (the visit state's changes included) runs once.
+        # The visits read every record, in the scan's order (each partition's records reach its
+        # visit state in offset order, and its whole range does); the views' rows, the visits'
+        # and the current visitors' all read the keyed events, so they are computed once. The
+        # visits' own rows are read twice (their sums, their flags), so they are kept too.
+        keyed = materialise(keyed)
+        if outputs.filter_table:  # it reads each visit
+            signed_visits = materialise(visits.signed(keyed, dims, COUNTED, active))
+            visit_deltas = visit_rows(signed_visits, dims)
+        else:
+            visit_deltas = entry_rows(materialise(visits.entries(keyed, dims, COUNTED, active)))
+        keyed = keyed.drop("kafka_offset")
+    elif single and current_visitors.counted(dims):
         keyed = materialise(keyed)
     keyed = keyed.where(COUNTED).drop(COUNTED)
-    signed_visits = signed(keyed, dims, TAGS) if counts_visits else None
-    view_rows = views_with_visits(outputs, keyed, signed_visits, single)
+    view_rows = views_with_visits(outputs, keyed, visit_deltas, single)
     minutes = current_visitors.minute_rows(keyed, dims, settings, single)
     if minutes is not None:
         view_rows = view_rows.unionByName(minutes, allowMissingColumns=True)
@@ -118,16 +127,15 @@ def rows(
 
 
 def views_with_visits(
-    outputs: Outputs, keyed: DataFrame, signed_visits: DataFrame | None, single: bool
+    outputs: Outputs, keyed: DataFrame, visits: tuple[DataFrame, DataFrame] | None, single: bool
 ) -> DataFrame:
     """The realtime view rows of the keyed events (page views and sketches, no exact visitor
-    count: the sink keeps none), with the visits' deltas and flags of the micro-batch's
-    ``signed_visits`` (speed_layer.visits.signed): the shared pass's stages, grouped by
+    count: the sink keeps none), with the micro-batch's ``visits``: its (delta rows, flag rows)
+    (speed_layer.visits.visit_rows or entry_rows): the shared pass's stages, grouped by
     generation."""
     settings, dims = outputs.settings, outputs.dimensions
-    by_gen = by_generation(keyed.drop(CHANGES) if CHANGES in keyed.columns else keyed)
-    deltas, flags = visit_rows(signed_visits, dims) if signed_visits is not None else (None, None)
-    levels = count_events(by_gen, dims, ["gen"], settings.hll_lg_k, single, deltas)
+    deltas, flags = visits if visits is not None else (None, None)
+    levels = count_events(by_generation(keyed), dims, ["gen"], settings.hll_lg_k, single, deltas)
     view_rows = assemble(levels, dims, ["gen"])
     return view_rows if flags is None else view_rows.unionByName(flags, allowMissingColumns=True)
 

@@ -175,7 +175,9 @@ def _replay(job: SpeedJob, seed: Any, ranges: dict[int, tuple[int, int]], horizo
     job.dedup.rebuild(dedup_marker, starts, ends)
     records = marked.select("*", counted().alias(COUNTED))
     # Each key per event: a key per distinct value would read the records once more first.
-    keyed = keyed_events(records, job.dimensions, ["kafka_partition", COUNTED], single_partition=True)
+    keyed = keyed_events(
+        records, job.dimensions, ["kafka_partition", "kafka_offset", COUNTED], single_partition=True
+    )
     marker = job.visits.marker(starts, ends, horizon)
     marker.seed(seed)
-    marker.changes(keyed, job.dimensions, COUNTED).write.format("noop").mode("overwrite").save()
+    marker.apply(keyed, job.dimensions, COUNTED)

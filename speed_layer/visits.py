@@ -11,12 +11,16 @@ is what the view adds to every generation whose cut it is at or past. Summed ove
 views in offset order this telescopes to exactly the difference above: once a view of a
 visitor-day is at or past a cut, every later view of it is too, because a Kafka partition is read
 in offset order and the platform's producers key a visitor's views to one partition (a
-visitor-day seen on two partitions is flagged instead).
+visitor-day seen on two partitions is flagged instead). Within a micro-batch the sum is taken
+before it leaves the JVM: per generation and visitor-day, the visits held when the generation's
+first view of the range came (-1) against those held at the range's end (+1), the visits in both
+cancelling out: one or two rows per visitor-day instead of two per view.
 
 The state is a JVM function's (``lambda_platform.visits.VisitMarker``, toolchain/contract-udf), one
 per Kafka partition in the executor that reads it, like the dedup's (speed_layer.dedup): no
-exchange, no sort, no read or write of a store per micro-batch. Each change comes out as a row of
-the view's (:data:`CHANGES`), and the aggregation that sums the page views sums the visits' metrics
+exchange, no sort, no read or write of a store per micro-batch. The function reads each task's
+records from Spark's internal rows and gives its changes once it has read them all
+(:meth:`Marker.signed`), and the aggregation that sums the page views sums the visits' metrics
 too (views.sessions.visit_entries). A task that finds its partition's state elsewhere than at its
 range's start (a fresh JVM, a partition read by another executor) fails with ``VisitStateMissing``;
 the micro-batch then rebuilds the states (speed_layer.visit_rebuild) and runs again. A range
@@ -38,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from generations.model import Offsets
 from stores.redis import visit_state
 from stores.redis.visit_state import VisitStateSink
 from views import sessions
@@ -49,15 +54,15 @@ if TYPE_CHECKING:
 
 FLAG_VIEW = "#visit-flag"
 """Collected rows that flag a (generation, site, day) whose realtime visits may not be exact."""
+FLAG_DIMENSION = -1
+"""The dimension index of :meth:`Marker.entries`' flag rows (``VisitEntries.FLAG``)."""
 META_VIEW = "#visit-meta"
 """The one row (added by the driver) with the state's new watermark and its drop cut-off."""
 MIN_US = visit_state.NEVER
-CHANGES = "_visit_changes"
-"""The column of each keyed page view with the changes it made to its visitor-day's visits."""
 MISSING = "VisitStateMissing"
 """What the error of a task whose partition's visit state is not at its range's start says."""
 SIGN = "_sign"
-"""The column :func:`signed` gives each visit: 1, or -1 for a retraction."""
+"""The column :meth:`Marker.signed` gives each visit: 1, or -1 for a retraction."""
 
 
 def meta_row(watermark_ms: int, drop_before_us: int) -> dict[str, Any]:
@@ -100,6 +105,10 @@ def dimensions_mark(dimensions: Sequence[Dimension]) -> str:
     first = ",".join(d.name for _, d in sessions.first_keyed(dimensions))
     last = ",".join(d.name for _, d in sessions.last_keyed(dimensions))
     return f"first:{first};last:{last}"
+
+
+def _cut(cut: Offsets) -> str:
+    return ";".join(f"{p}:{o}" for p, o in sorted(cut.items()))
 
 
 def _spec(offsets: dict[int, tuple[int, int]]) -> str:
@@ -148,7 +157,7 @@ class ScanVisits:
 
 @dataclass
 class Marker:
-    """One range's ``VisitMarker``; :meth:`changes` adds its column to keyed page views."""
+    """One range's ``VisitMarker``: :meth:`signed` gives its net changes of keyed page views."""
 
     jvm: Any
 
@@ -156,72 +165,128 @@ class Marker:
         """The states a partition starts from when its own is missing (a rebuild)."""
         self.jvm.seed(seed)
 
-    def changes(self, keyed: DataFrame, dimensions: Sequence[Dimension], counted: str) -> DataFrame:
-        """``keyed`` (views.shared_pass.keyed_events of every record of the range, with
-        ``kafka_partition`` and the boolean column ``counted``, in the scan's order) with
-        :data:`CHANGES`. The function is registered anew for each range (a column is bound
-        to its function when its DataFrame is analysed, so earlier DataFrames keep theirs)."""
+    def signed(
+        self,
+        keyed: DataFrame,
+        dimensions: Sequence[Dimension],
+        counted: str,
+        active: dict[int, Offsets],
+    ) -> DataFrame:
+        """The net changes of ``keyed``'s counted page views (``counted``) for the ``active``
+        generations: per generation and visitor-day (``gen``, ``site``, ``visitor_id``, ``day``),
+        each visit its views replaced, with :data:`SIGN` -1, and each they made, with 1
+        (:data:`views.sessions.VISIT`). Summed, a visit a micro-batch did not change is not there.
+        ``keyed``: views.shared_pass.keyed_events of every record of the range (a range whose
+        records are all rejected or duplicates still moves the state to its end), with
+        ``kafka_partition``, ``kafka_offset`` and ``counted``, in the scan's order. With no
+        ``active`` generation the changes are only applied (a rebuild's replay). Each reading of
+        the frame applies the range again (from the state before it): materialise it to read it
+        twice."""
+        from pyspark.sql import DataFrame as Frame
         from pyspark.sql import functions as F
 
-        session = keyed.sparkSession  # a micro-batch's frame has a session of its own
-        jvm = session.sparkContext._jvm
-        assert jvm is not None
-        changes_type = jvm.lambda_platform.visits.VisitMarker.changes()
-        judf = jvm.org.apache.spark.sql.functions.udf(self.jvm, changes_type).asNondeterministic()
-        session._jsparkSession.udf().register("lambda_visit_changes", judf)
+        records = _records(keyed, dimensions, counted)
+        changes = Frame(self.jvm.signed(records._jdf, _cuts(active)), keyed.sparkSession)
 
-        def keys(dims: list[tuple[int, Dimension]]) -> Column:
-            return F.array(*[F.col(f"_k{i}") for i, _ in dims]) if dims else F.array().cast("array<string>")
+        def named(side: str, dims: list[tuple[int, Dimension]]) -> Column:
+            if not dims:
+                return F.struct(F.lit(None).cast("string").alias("_"))
+            return F.struct(*[F.col(side)[j].alias(d.name) for j, (_, d) in enumerate(dims)])
 
-        column = F.call_function(
-            "lambda_visit_changes",
-            F.coalesce(F.col(counted), F.lit(False)),
-            F.col("kafka_partition").cast("int"),
-            F.unix_date("day"),
-            F.col("site"),
-            F.col("visitor_id"),
-            F.col("ts_us"),
-            F.col("event_id"),
-            keys(sessions.first_keyed(dimensions)),
-            keys(sessions.last_keyed(dimensions)),
+        visit = F.struct(
+            "s_ts",
+            "s_id",
+            "e_ts",
+            "e_id",
+            named("first", sessions.first_keyed(dimensions)).alias("first"),
+            named("last", sessions.last_keyed(dimensions)).alias("last"),
+            "n",
+            "tainted",
+            "p_lo",
+            "p_hi",
         )
-        return keyed.select("*", column.alias(CHANGES))
+        return changes.select(
+            "gen", "site", "visitor_id", "day", visit.alias(sessions.VISIT), F.col("sign").alias(SIGN)
+        )
+
+    def entries(
+        self,
+        keyed: DataFrame,
+        dimensions: Sequence[Dimension],
+        counted: str,
+        active: dict[int, Offsets],
+    ) -> DataFrame:
+        """The same changes as :meth:`signed`, summed in each task as the views' aggregation reads
+        them: rows of (gen, v, key, day, level, n, vi, bo, du, vv), views.sessions.visit_entries'
+        per generation, with the flag rows (``v`` :data:`FLAG_DIMENSION`, the site as ``key``:
+        :func:`entry_rows` splits them). For the views alone (the filter table reads each visit:
+        :meth:`signed`)."""
+        from pyspark.sql import DataFrame as Frame
+
+        spark = keyed.sparkSession
+        gateway = spark.sparkContext._gateway
+        assert gateway is not None
+
+        def ints(values: list[int]) -> Any:
+            array = gateway.new_array(gateway.jvm.int, len(values))
+            for i, v in enumerate(values):
+                array[i] = v
+            return array
+
+        first = ints([i for i, _ in sessions.first_keyed(dimensions)])
+        last = ints([i for i, _ in sessions.last_keyed(dimensions)])
+        records = _records(keyed, dimensions, counted)
+        return Frame(self.jvm.entries(records._jdf, _cuts(active), first, last), spark)
+
+    def apply(self, keyed: DataFrame, dimensions: Sequence[Dimension], counted: str) -> None:
+        """Merge ``keyed``'s counted page views into the states, with no generation to count
+        them for (a rebuild's replay)."""
+        self.signed(keyed, dimensions, counted, {}).write.format("noop").mode("overwrite").save()
 
 
-def signed(keyed: DataFrame, dimensions: Sequence[Dimension], tags: str) -> DataFrame:
-    """The changes of the keyed page views (:meth:`Marker.changes`) once per generation each view
-    counts for (``tags``: the generations whose cut it is at or past), as ``gen``: per change its
-    visit (:data:`views.sessions.VISIT`, with its visitor-day ``site``, ``visitor_id``, ``day``) and
-    :data:`SIGN`. Summed, a visit a later view replaced cancels out."""
+def _records(keyed: DataFrame, dimensions: Sequence[Dimension], counted: str) -> DataFrame:
+    """The columns ``VisitMarker`` reads, in its order."""
     from pyspark.sql import functions as F
 
-    def named(side: str, dims: list[tuple[int, Dimension]]) -> Column:
-        if not dims:
-            return F.struct(F.lit(None).cast("string").alias("_"))
-        return F.struct(*[F.col(side)[j].alias(d.name) for j, (_, d) in enumerate(dims)])
+    def keys(dims: list[tuple[int, Dimension]]) -> Column:
+        return F.array(*[F.col(f"_k{i}") for i, _ in dims]) if dims else F.array().cast("array<string>")
 
-    changes = keyed.where(F.size(tags) > 0).select(
-        F.explode(tags).alias("gen"), "site", "visitor_id", "day", F.inline(CHANGES)
+    return keyed.select(
+        F.coalesce(F.col(counted), F.lit(False)),
+        F.col("kafka_partition").cast("int"),
+        F.col("kafka_offset").cast("long"),
+        F.unix_date("day"),
+        F.col("site"),
+        F.col("visitor_id"),
+        F.col("ts_us"),
+        F.col("event_id"),
+        keys(sessions.first_keyed(dimensions)),
+        keys(sessions.last_keyed(dimensions)),
     )
-    visit = F.struct(
-        "s_ts",
-        "s_id",
-        "e_ts",
-        "e_id",
-        named("first", sessions.first_keyed(dimensions)).alias("first"),
-        named("last", sessions.last_keyed(dimensions)).alias("last"),
-        "n",
-        "tainted",
-        "p_lo",
-        "p_hi",
+
+
+def _cuts(active: dict[int, Offsets]) -> str:
+    """The generations' cuts as ``VisitMarker`` reads them."""
+    return "|".join(f"{gen}={_cut(cut)}" for gen, cut in sorted(active.items()))
+
+
+def entry_rows(entries: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(delta rows, flag rows) of :meth:`Marker.entries`, as :func:`visit_rows` gives them."""
+    from pyspark.sql import functions as F
+
+    deltas = entries.where(F.col("v") != FLAG_DIMENSION)
+    flags = entries.where(F.col("v") == FLAG_DIMENSION).select(
+        "gen",
+        F.lit(FLAG_VIEW).alias("view"),
+        "key",
+        F.date_format("day", "yyyy-MM-dd").alias("day"),
+        F.lit(None).cast("string").alias("aux"),
     )
-    return changes.select(
-        "gen", "site", "visitor_id", "day", visit.alias(sessions.VISIT), F.col("sign").alias(SIGN)
-    )
+    return deltas, flags
 
 
 def visit_rows(signed_visits: DataFrame, dimensions: Sequence[Dimension]) -> tuple[DataFrame, DataFrame]:
-    """(delta rows, flag rows) of the micro-batch's :func:`signed` visits.
+    """(delta rows, flag rows) of the micro-batch's :meth:`Marker.signed` visits.
 
     The delta rows are views.sessions.visit_entries' rows per ``gen`` (to be summed with the page
     views: views.shared_pass.count_events); the flag rows are (gen, view, key, day, aux) rows of

@@ -273,7 +273,7 @@ class SpeedRun:
             materialise = Materialised({})
             try:
                 tagged = _dataframe(self.spark, records, self.active, counted)
-                return rows(made, tagged, batch._visits(), self.single_partition, materialise)
+                return rows(made, tagged, batch._visits(), self.single_partition, materialise, self.active)
             finally:
                 materialise.release()
 

@@ -7,18 +7,18 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import lambda_platform.dedup.RangeState;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 
 /**
  * The visit state of one Kafka partition: per visitor-day (day, then site and visitor), the
  * summaries of the visits of every counted page view of the partition below {@link #position},
  * sorted by start, as long as a visit may still change (docs/visits.md, "The horizon").
  *
- * <p>{@link #merge} merges a page view into its visitor-day's visits and returns what changed: the
- * visits it replaced (sign -1) and the one they became (sign +1). Besides the visits, the state keeps
- * how to put back the state at the start of the range being (or last) applied, so that the same
- * range evaluated again (a second job over the micro-batch, a task retried) gives the same changes.
+ * <p>{@link #merge} merges a page view into its visitor-day's visits; once the range is read,
+ * {@link #changes} gives each generation's net change of every visitor-day the range touched: the
+ * visits it held when the generation's first view of the range came (-1) against those it holds
+ * now (+1), the visits in both cancelling out. Besides the visits, the state keeps how to put back
+ * the state at the start of the range being (or last) applied, so that the same range evaluated
+ * again (a second job over the micro-batch, a task retried) gives the same changes.
  *
  * <p>A visit leaves the state when its visitor-day is touched after it ended before the cut-off the
  * driver passes (the largest applied so far), and a whole day leaves once the cut-off is past its
@@ -40,6 +40,9 @@ final class PartitionVisits extends RangeState implements Serializable {
     transient long stamp;
     transient Visit[] before;
     transient boolean created;
+    /** Per generation of the range (VisitMarker's order): the visits held just before its first
+     * view of the range counted for it; null while none did. */
+    transient Visit[][] atCut;
 
     Entry(int day, String key, int pLo, int pHi) {
       this.day = day;
@@ -91,6 +94,7 @@ final class PartitionVisits extends RangeState implements Serializable {
           e.visits = e.before;
         }
         e.before = null;
+        e.atCut = null;
         e.stamp = 0;
       }
       days.putAll(droppedDays);
@@ -115,20 +119,27 @@ final class PartitionVisits extends RangeState implements Serializable {
     e.visits = vs;
   }
 
+  /** Receives one change of {@link #changes}. */
+  interface Changes {
+    void change(int generation, Entry entry, Visit visit, int sign);
+  }
+
   /**
-   * Merges one page view into its visitor-day and returns the changes, each a row of
-   * {@link VisitMarker#CHANGE}: the visits it joined (-1) and the visit they became (+1).
+   * Merges one page view into its visitor-day's visits.
    *
+   * @param counts per generation of the range, whether the view counts for it (its offset is at or
+   *     past the generation's cut): the first such view of a visitor-day keeps what it held then
    * @param others the partitions' states of the same query in this JVM, to tell a visitor-day seen
    *     on two partitions (its visits are then doubtful: p_lo != p_hi)
    */
-  List<Row> merge(
+  void merge(
       int day,
       String key,
       long ts,
       String id,
       String[] first,
       String[] last,
+      boolean[] counts,
       long droppedBeforeUs,
       long lateBeforeUs,
       long gapUs,
@@ -153,12 +164,17 @@ final class PartitionVisits extends RangeState implements Serializable {
       e.stamp = stamp;
       e.before = e.visits;
       e.created = created;
+      e.atCut = new Visit[counts.length][];
       touched.add(e);
     }
     Visit[] vs = e.visits;
+    for (int g = 0; g < counts.length; g++) {
+      if (counts[g] && e.atCut[g] == null) {
+        e.atCut[g] = vs;
+      }
+    }
     Visit merged =
         new Visit(ts, id, ts, id, first, last, 1, ts < lateBeforeUs, e.pLo, e.pHi);
-    List<Row> out = new ArrayList<>(3);
     Visit[] kept = new Visit[vs.length + 1];
     int k = 0;
     for (Visit w : vs) {
@@ -166,23 +182,52 @@ final class PartitionVisits extends RangeState implements Serializable {
         continue; // let go of: ended before the horizon's cut-off
       }
       if (ts >= w.sTs - gapUs && ts <= w.eTs + gapUs) {
-        out.add(row(-1, w));
         merged = merged.with(w);
       } else {
         kept[k++] = w;
       }
     }
-    out.add(row(1, merged));
     kept[k++] = merged;
     Visit[] next = Arrays.copyOf(kept, k);
     Arrays.sort(next, Visit.BY_START);
     e.visits = next;
-    return out;
   }
 
-  private static Row row(int sign, Visit v) {
-    return RowFactory.create(
-        sign, v.sTs, v.sId, v.eTs, v.eId, v.first, v.last, v.n, v.tainted, v.pLo, v.pHi);
+  /**
+   * The net changes of the range applied so far, per generation and touched visitor-day: -1 for
+   * each visit held at the generation's first view that is gone (replaced by a merge; not one let
+   * go of for ending before {@code droppedBeforeUs}, which no view could join), +1 for each visit
+   * held now that was not then. Summed, they are what the per-view changes (-1 for each visit a
+   * view joins, +1 for the visit they become) telescope to.
+   */
+  void changes(int generations, long droppedBeforeUs, Changes out) {
+    for (Entry e : touched) {
+      for (int g = 0; g < generations; g++) {
+        Visit[] then = e.atCut[g];
+        if (then == null || then == e.visits) {
+          continue;
+        }
+        for (Visit w : then) {
+          if (w.eTs >= droppedBeforeUs && !holds(e.visits, w)) {
+            out.change(g, e, w, -1);
+          }
+        }
+        for (Visit w : e.visits) {
+          if (!holds(then, w)) {
+            out.change(g, e, w, 1);
+          }
+        }
+      }
+    }
+  }
+
+  private static boolean holds(Visit[] visits, Visit v) {
+    for (Visit w : visits) {
+      if (w == v) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** Visitor-days held (bench and tests). */

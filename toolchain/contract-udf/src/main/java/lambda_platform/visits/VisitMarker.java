@@ -1,60 +1,70 @@
 package lambda_platform.visits;
 
+import java.io.Serializable;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import lambda_platform.dedup.DedupStates;
 import lambda_platform.dedup.RangeState;
+import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.api.java.UDF9;
-import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import scala.collection.Seq;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.reflect.ClassTag;
 
 /**
- * The speed layer's visits, in the scan (speed_layer/visits.py): (whether the record is a counted
- * page view, partition, day as days since the epoch, site, visitor id, time in microseconds, event
- * id, the first view's keys, the last view's keys) of every record of the micro-batch, in offset
- * order per partition, -> the changes a counted page view makes to its visitor-day's visits, rows
- * of {@link #CHANGE} (none for another record: it only tells the state its range was read). The layer registers it nondeterministic, so the
- * optimizer neither moves nor repeats it.
+ * The speed layer's visits, in the scan (speed_layer/visits.py): {@link #signed} reads every record
+ * of the micro-batch, in offset order per partition, as (whether the record is a counted page view,
+ * partition, offset, day as days since the epoch, site, visitor id, time in microseconds, event id,
+ * the first view's keys, the last view's keys), merges each counted page view into its
+ * partition's visit state, and once its task has read them all gives the net changes of every
+ * active generation, rows of {@link #SIGNED}: -1 for each visit a generation's views replaced, +1
+ * for each they made (another record only tells the state its range was read). Per visitor-day
+ * that is what each view's own change (-1 for each visit it joins, +1 for the visit they become)
+ * sums to, as one or two rows instead of two a view.
  *
  * <p>One instance per micro-batch: it knows the batch's range of every partition, the horizon's
- * cut-offs and, after a rebuild, the seeds. The first row of a task checks that its partition's
- * state stands at the range's start (or at this same range: then the range is applied again from
- * the state before it); a state found elsewhere throws {@link VisitStateMissing}.
+ * cut-offs and, after a rebuild, the seeds. A task's first record of a partition checks that the
+ * partition's state stands at the range's start (or at this same range: then the range is applied
+ * again from the state before it); a state found elsewhere throws {@link VisitStateMissing}. The
+ * records are read straight from Spark's internal rows (a function over a task's rows, not a UDF
+ * per row), so nothing but the strings a visit keeps is converted.
  */
-public final class VisitMarker
-    implements UDF9<
-        Boolean, Integer, Integer, String, String, Long, String, Seq<String>, Seq<String>, Row[]> {
+public final class VisitMarker implements Serializable {
   private static final long serialVersionUID = 1L;
-  private static final Row[] NO_CHANGE = new Row[0];
 
-  /** A change: a visit (views/sessions.py's summary) with its sign. */
-  public static final StructType CHANGE =
+  /** A change: the generation, the visitor-day, a visit (views/sessions.py's summary) and its sign. */
+  public static final StructType SIGNED =
       new StructType(
           new StructField[] {
-            DataTypes.createStructField("sign", DataTypes.IntegerType, false),
+            DataTypes.createStructField("gen", DataTypes.IntegerType, false),
+            DataTypes.createStructField("site", DataTypes.StringType, false),
+            DataTypes.createStructField("visitor_id", DataTypes.StringType, false),
+            DataTypes.createStructField("day", DataTypes.DateType, false),
             DataTypes.createStructField("s_ts", DataTypes.LongType, false),
             DataTypes.createStructField("s_id", DataTypes.StringType, true),
             DataTypes.createStructField("e_ts", DataTypes.LongType, false),
             DataTypes.createStructField("e_id", DataTypes.StringType, true),
             DataTypes.createStructField(
-                "first", DataTypes.createArrayType(DataTypes.StringType, true), true),
+                "first", DataTypes.createArrayType(DataTypes.StringType, true), false),
             DataTypes.createStructField(
-                "last", DataTypes.createArrayType(DataTypes.StringType, true), true),
+                "last", DataTypes.createArrayType(DataTypes.StringType, true), false),
             DataTypes.createStructField("n", DataTypes.LongType, false),
             DataTypes.createStructField("tainted", DataTypes.BooleanType, false),
             DataTypes.createStructField("p_lo", DataTypes.IntegerType, false),
             DataTypes.createStructField("p_hi", DataTypes.IntegerType, false),
+            DataTypes.createStructField("sign", DataTypes.IntegerType, false),
           });
-
-  /** What {@link #call} returns. */
-  public static DataType changes() {
-    return DataTypes.createArrayType(CHANGE, false);
-  }
 
   private final String namespace;
   private final Map<Integer, long[]> ranges;
@@ -62,7 +72,6 @@ public final class VisitMarker
   private final long lateBeforeUs;
   private final long gapUs;
   private VisitSeed seed;
-  private transient ThreadLocal<Object[]> current;
 
   /**
    * @param ranges "p:start:end,..." the micro-batch's offsets per partition
@@ -96,62 +105,182 @@ public final class VisitMarker
     return out;
   }
 
-  @Override
-  public Row[] call(
-      Boolean counted,
-      Integer partition,
-      Integer day,
-      String site,
-      String visitor,
-      Long ts,
-      String id,
-      Seq<String> first,
-      Seq<String> last) {
-    Object[] held = held(partition);
-    if (counted == null || !counted) {
-      return NO_CHANGE;
+  /**
+   * The net changes (rows of {@link #SIGNED}) of {@code records}' counted page views for the
+   * generations {@code cuts}: "gen=p:offset;p:offset|gen=..." (a partition absent from a cut starts
+   * at 0; none: the changes are only applied, as a rebuild's replay does). {@code records}' columns
+   * are the ten {@link VisitMarker} reads, in its order.
+   */
+  public Dataset<Row> signed(Dataset<Row> records, String cuts) {
+    return run(records, cuts, SIGNED, SignedRows::new);
+  }
+
+  /**
+   * The same changes summed per task as the views' aggregation reads them (rows of {@link
+   * VisitEntries#ENTRY}): each visit under its first view's key of the dimensions {@code
+   * firstViews} and its last view's of {@code lastViews} (indices of the declared dimensions, in
+   * the order of the records' key arrays), with the flag rows.
+   */
+  public Dataset<Row> entries(Dataset<Row> records, String cuts, int[] firstViews, int[] lastViews) {
+    return run(records, cuts, VisitEntries.ENTRY, g -> new VisitEntries(g, firstViews, lastViews));
+  }
+
+  /** What a task's changes become: its rows, once the task has read its records. */
+  interface Sink extends PartitionVisits.Changes {
+    List<InternalRow> rows();
+  }
+
+  /** A sink per task, for the generations (in the order of the changes' generation index). */
+  interface Sinks extends Serializable {
+    Sink of(int[] generations);
+  }
+
+  private Dataset<Row> run(Dataset<Row> records, String cuts, StructType schema, Sinks sinks) {
+    int[] generations = parseGenerations(cuts);
+    Map<Integer, Map<Integer, Long>> cutOffsets = parseCuts(cuts);
+    ClassTag<InternalRow> tag = scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class);
+    JavaRDD<InternalRow> rows = new JavaRDD<>(records.queryExecution().toRdd(), tag);
+    JavaRDD<InternalRow> changes =
+        rows.mapPartitions(
+            it -> apply(it, generations, cutOffsets, sinks.of(generations)).iterator());
+    SparkSession session = records.sparkSession();
+    return session.internalCreateDataFrame(changes.rdd(), schema, false);
+  }
+
+  /** One task's records: merged into their partitions' states, then the states' net changes. */
+  private List<InternalRow> apply(
+      Iterator<InternalRow> records,
+      int[] generations,
+      Map<Integer, Map<Integer, Long>> cuts,
+      Sink sink) {
+    long attempt = DedupStates.attempt();
+    Map<Integer, PartitionVisits> read = new HashMap<>();
+    int partition = Integer.MIN_VALUE;
+    PartitionVisits state = null;
+    List<PartitionVisits> others = null;
+    long[] from = null;
+    boolean[] counts = new boolean[generations.length];
+    while (records.hasNext()) {
+      InternalRow r = records.next();
+      int p = r.getInt(1);
+      if (p != partition || state == null) {
+        partition = p;
+        state = read.get(p);
+        if (state == null) {
+          state = take(p, attempt);
+          read.put(p, state);
+        }
+        others = VisitStates.of(namespace);
+        from = new long[generations.length];
+        for (int g = 0; g < generations.length; g++) {
+          from[g] = cuts.get(generations[g]).getOrDefault(p, 0L);
+        }
+      }
+      if (r.isNullAt(0) || !r.getBoolean(0)) {
+        continue;
+      }
+      long offset = r.getLong(2);
+      for (int g = 0; g < generations.length; g++) {
+        counts[g] = offset >= from[g];
+      }
+      String key = visitorKey(r.getUTF8String(4).toString(), r.getUTF8String(5).toString());
+      synchronized (state) {
+        state.merge(
+            r.getInt(3),
+            key,
+            r.getLong(6),
+            r.getUTF8String(7).toString(),
+            strings(r.getArray(8)),
+            strings(r.getArray(9)),
+            counts,
+            droppedBeforeUs,
+            lateBeforeUs,
+            gapUs,
+            others);
+      }
     }
-    PartitionVisits state = (PartitionVisits) held[2];
-    @SuppressWarnings("unchecked")
-    List<PartitionVisits> others = (List<PartitionVisits>) held[3];
-    synchronized (state) {
-      List<Row> out =
-          state.merge(
-              day,
-              visitorKey(site, visitor),
-              ts,
-              id,
-              strings(first),
-              strings(last),
-              droppedBeforeUs,
-              lateBeforeUs,
-              gapUs,
-              others);
-      return out.toArray(new Row[0]);
+    for (PartitionVisits s : read.values()) {
+      synchronized (s) {
+        s.changes(generations.length, droppedBeforeUs, sink);
+      }
+    }
+    return sink.rows();
+  }
+
+  /** The changes as they are: rows of {@link #SIGNED}. */
+  private static final class SignedRows implements Sink {
+    private final int[] generations;
+    private final List<InternalRow> out = new ArrayList<>();
+
+    SignedRows(int[] generations) {
+      this.generations = generations;
+    }
+
+    @Override
+    public void change(int generation, PartitionVisits.Entry e, Visit v, int sign) {
+      out.add(row(generations[generation], e, v, sign));
+    }
+
+    @Override
+    public List<InternalRow> rows() {
+      return out;
     }
   }
 
-  private static String[] strings(Seq<String> values) {
-    String[] out = new String[values.length()];
+  private static InternalRow row(int generation, PartitionVisits.Entry e, Visit v, int sign) {
+    int split = e.key.indexOf('\u0000');
+    return new GenericInternalRow(
+        new Object[] {
+          generation,
+          UTF8String.fromString(e.key.substring(0, split)),
+          UTF8String.fromString(e.key.substring(split + 1)),
+          e.day,
+          v.sTs,
+          UTF8String.fromString(v.sId),
+          v.eTs,
+          UTF8String.fromString(v.eId),
+          array(v.first),
+          array(v.last),
+          v.n,
+          v.tainted,
+          v.pLo,
+          v.pHi,
+          sign
+        });
+  }
+
+  private static ArrayData array(String[] values) {
+    Object[] out = new Object[values.length];
     for (int i = 0; i < out.length; i++) {
-      out[i] = values.apply(i);
+      out[i] = values[i] == null ? null : UTF8String.fromString(values[i]);
+    }
+    return new GenericArrayData(out);
+  }
+
+  private static String[] strings(ArrayData values) {
+    String[] out = new String[values.numElements()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = values.isNullAt(i) ? null : values.getUTF8String(i).toString();
     }
     return out;
   }
 
-  private Object[] held(int partition) {
-    if (current == null) {
-      current = new ThreadLocal<>();
+  static int[] parseGenerations(String cuts) {
+    return parseCuts(cuts).keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
+  }
+
+  static Map<Integer, Map<Integer, Long>> parseCuts(String cuts) {
+    Map<Integer, Map<Integer, Long>> out = new HashMap<>();
+    for (String part : cuts == null || cuts.isEmpty() ? new String[0] : cuts.split("\\|")) {
+      String[] f = part.split("=", 2);
+      Map<Integer, Long> offsets = new HashMap<>();
+      for (String po : f.length < 2 || f[1].isEmpty() ? new String[0] : f[1].split(";")) {
+        String[] x = po.split(":");
+        offsets.put(Integer.parseInt(x[0]), Long.parseLong(x[1]));
+      }
+      out.put(Integer.parseInt(f[0]), offsets);
     }
-    long attempt = DedupStates.attempt();
-    Object[] held = current.get();
-    if (held != null && (long) held[0] == attempt && (int) held[1] == partition) {
-      return held;
-    }
-    PartitionVisits state = take(partition, attempt);
-    held = new Object[] {attempt, partition, state, VisitStates.of(namespace)};
-    current.set(held);
-    return held;
+    return out;
   }
 
   private PartitionVisits take(int partition, long attempt) {
