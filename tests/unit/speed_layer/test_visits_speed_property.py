@@ -51,6 +51,7 @@ from generations.model import Offsets
 from speed_layer import current_visitors, visit_rebuild, visits
 from speed_layer.micro_batch import MicroBatch
 from speed_layer.outputs import COUNTED, TAGS, Materialised, Outputs, rows
+from stores.base import realtime_write
 from stores.redis import visit_state
 from tests.oracle_visits import (
     VisitRecount,
@@ -286,6 +287,7 @@ class SpeedRun:
         made_rows.append(batch._visit_meta(max(r.log_time_ms for r in records)))
         view_rows, update = visits.split(made_rows)
         for row in view_rows:
+            realtime_write(row)  # what the sink writes of it: every row must be writable
             self.realtime.setdefault(int(row["gen"]), []).append(row)
         self.flags += update.flags
         sink = update.sink()

@@ -31,14 +31,15 @@ import scala.reflect.ClassTag;
  * active generation, rows of {@link #SIGNED}: -1 for each visit a generation's views replaced, +1
  * for each they made (another record only tells the state its range was read). Per visitor-day
  * that is what each view's own change (-1 for each visit it joins, +1 for the visit they become)
- * sums to, as one or two rows instead of two a view.
+ * sums to, as one or two rows instead of two a view. {@link #entries} gives the same changes summed
+ * in the task as the views' aggregation reads them (VisitEntries).
  *
  * <p>One instance per micro-batch: it knows the batch's range of every partition, the horizon's
  * cut-offs and, after a rebuild, the seeds. A task's first record of a partition checks that the
  * partition's state stands at the range's start (or at this same range: then the range is applied
  * again from the state before it); a state found elsewhere throws {@link VisitStateMissing}. The
  * records are read straight from Spark's internal rows (a function over a task's rows, not a UDF
- * per row), so nothing but the strings a visit keeps is converted.
+ * per row): no row object is made per record, only its strings are read out.
  */
 public final class VisitMarker implements Serializable {
   private static final long serialVersionUID = 1L;
