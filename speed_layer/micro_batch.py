@@ -8,7 +8,7 @@ rows are tagged with every active generation whose cut they are at or past, go t
 state of their partition in the same scan (:mod:`speed_layer.visits`) and become the realtime rows
 (:func:`speed_layer.outputs.rows`: the views, the visits with their retractions, the current
 visitors, the filter table's rows), collected in one job over what the jobs before it kept in
-memory (``localCheckpoint``: the keyed events with their visits' changes).
+memory (``localCheckpoint``: the keyed events, and the visits' changes summed per task).
 
 A task that finds its partition's dedup state or visit state elsewhere than at the range's start
 fails the job; the states are rebuilt (speed_layer.dedup, speed_layer.visit_rebuild) and the job
