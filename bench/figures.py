@@ -350,8 +350,8 @@ TABLES: dict[str, Table] = {
                 "backlog, {speed:sustained/events_per_micro_batch:,} events per micro-batch, timed after "
                 "two warm-up micro-batches; Kafka + the whole contract + dedup + every shipped view (the "
                 "visits with their retractions, the filter table, the current visitors) + Redis; last run "
-                "{speed:finished_at}, on a machine about half as fast as the one of the run before (03:25 UTC: "
-                "18,491 events/s, 1.03 of its floor); at 20,000 events/s of live traffic the job falls "
+                "{speed:finished_at}, on a machine about half as fast as the one of the run before (03:25 "
+                "UTC: 18,491 events/s, 1.03 of its floor); at 20,000 events/s of live traffic the job falls "
                 "behind here, so the freshness rows below time a growing backlog",
                 "{speed:sustained/events_per_s:,} events/s",
                 "-",
