@@ -47,6 +47,7 @@ from stores.redis import visit_state
 from stores.redis.visit_state import VisitStateSink
 from views import sessions
 from views.dimension import Dimension
+from views.visit_scan import java_ints
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -224,17 +225,8 @@ class Marker:
         from pyspark.sql import DataFrame as Frame
 
         spark = keyed.sparkSession
-        gateway = spark.sparkContext._gateway
-        assert gateway is not None
-
-        def ints(values: list[int]) -> Any:
-            array = gateway.new_array(gateway.jvm.int, len(values))
-            for i, v in enumerate(values):
-                array[i] = v
-            return array
-
-        first = ints([i for i, _ in sessions.first_keyed(dimensions)])
-        last = ints([i for i, _ in sessions.last_keyed(dimensions)])
+        first = java_ints(spark, [i for i, _ in sessions.first_keyed(dimensions)])
+        last = java_ints(spark, [i for i, _ in sessions.last_keyed(dimensions)])
         records = _records(keyed, dimensions, counted)
         return Frame(self.jvm.entries(records._jdf, _cuts(active), first, last), spark)
 

@@ -53,7 +53,8 @@ def _columns(spark: Any, columns: Sequence[Column]) -> Any:
     return array
 
 
-def _ints(spark: Any, values: Sequence[int]) -> Any:
+def java_ints(spark: Any, values: Sequence[int]) -> Any:
+    """``values`` as a Java ``int[]`` (for a JVM method that takes one)."""
     gateway = spark.sparkContext._gateway
     array = gateway.new_array(gateway.jvm.int, len(values))
     for i, v in enumerate(values):
@@ -103,5 +104,5 @@ class VisitScan:
         from pyspark.sql.classic.column import Column
 
         spark = self.spark
-        first, last = _ints(spark, self.first), _ints(spark, self.last)
+        first, last = java_ints(spark, self.first), java_ints(spark, self.last)
         return Column(_scan(spark).emit(self.id, first, last, self.gap_us))

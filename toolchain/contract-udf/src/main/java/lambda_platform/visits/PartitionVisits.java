@@ -44,6 +44,16 @@ final class PartitionVisits extends RangeState implements Serializable {
      * view of the range counted for it; null while none did. */
     transient Visit[][] atCut;
 
+    /** The site of {@link #key} (site, NUL, visitor). */
+    String site() {
+      return key.substring(0, key.indexOf('\u0000'));
+    }
+
+    /** The visitor of {@link #key}. */
+    String visitor() {
+      return key.substring(key.indexOf('\u0000') + 1);
+    }
+
     Entry(int day, String key, int pLo, int pHi) {
       this.day = day;
       this.key = key;

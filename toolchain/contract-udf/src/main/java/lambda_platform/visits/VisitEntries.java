@@ -99,7 +99,7 @@ final class VisitEntries implements VisitMarker.Sink {
   public void change(int generation, PartitionVisits.Entry entry, Visit visit, int sign) {
     int gen = generations[generation];
     if (sign > 0 && (visit.tainted || visit.pLo != visit.pHi)) {
-      flags.add(new Bucket(gen, FLAG, entry.key.substring(0, entry.key.indexOf('\u0000')), entry.day, 0));
+      flags.add(new Bucket(gen, FLAG, entry.site(), entry.day, 0));
     }
     long bounce = visit.n == 1 ? sign : 0;
     long duration = Math.floorDiv(visit.eTs - visit.sTs, 1000L) * sign;

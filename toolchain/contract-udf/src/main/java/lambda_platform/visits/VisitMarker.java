@@ -229,12 +229,11 @@ public final class VisitMarker implements Serializable {
   }
 
   private static InternalRow row(int generation, PartitionVisits.Entry e, Visit v, int sign) {
-    int split = e.key.indexOf('\u0000');
     return new GenericInternalRow(
         new Object[] {
           generation,
-          UTF8String.fromString(e.key.substring(0, split)),
-          UTF8String.fromString(e.key.substring(split + 1)),
+          UTF8String.fromString(e.site()),
+          UTF8String.fromString(e.visitor()),
           e.day,
           v.sTs,
           UTF8String.fromString(v.sId),
