@@ -1,4 +1,4 @@
-"""The figures quoted in the README and docs/ are the JSON results' own (bench.figures)."""
+"""The figures quoted in the docs are the JSON results' own (bench.figures)."""
 
 from __future__ import annotations
 
@@ -17,24 +17,42 @@ def test_every_quoted_figure_equals_its_json_result() -> None:
 
 
 def test_a_figure_edited_by_hand_is_caught() -> None:
-    readme = (figures.ROOT / "README.md").read_text()
-    inline = figures.INLINE.search(readme)
+    page = (figures.ROOT / "docs" / "scaling.md").read_text()
+    inline = figures.INLINE.search(page)
     assert inline is not None
-    edited = readme.replace(inline[0], inline[1] + inline[3] + "1" + inline[4])
-    assert figures.rendered(edited) == readme
-    table = figures.TABLE.search(readme)
-    assert table is not None
-    number = re.search(r"\d[\d,.]*", table[3])
+    edited = page.replace(inline[0], inline[1] + inline[3] + "1" + inline[4])
+    assert figures.rendered(edited) == page
+    block = figures.BLOCK.search(page)
+    assert block is not None
+    number = re.search(r"\d[\d,.]*", block[4])
     assert number is not None
-    body = table[3][: number.start()] + "9" + table[3][number.start() :]
-    assert figures.rendered(readme.replace(table[3], body)) == readme
+    body = block[4][: number.start()] + "9" + block[4][number.start() :]
+    assert figures.rendered(page.replace(block[4], body)) == page
 
 
-def test_every_table_is_quoted_and_every_reference_resolves() -> None:
-    quoted = {m[2] for path in figures.documents() for m in figures.TABLE.finditer(path.read_text())}
-    assert quoted == set(figures.TABLES)
-    for table in figures.TABLES.values():
-        figures.render_table(table)  # raises FigureError for a path no result has
+def test_every_block_is_named_once_and_every_reference_resolves() -> None:
+    found = list(figures.blocks())
+    names = [name for _, name, _ in found]
+    assert found and len(names) == len(set(names)), "a block's name is quoted in one place only"
+    for _, _, template in found:
+        figures.render_block(template)  # raises FigureError for a path no result has
+
+
+def test_the_templates_live_in_the_docs_not_in_the_code() -> None:
+    code = (figures.ROOT / "bench" / "figures.py").read_text()
+    assert "TABLES" not in code
+    assert len(code.splitlines()) < 300
+
+
+def test_figures_in_prose_name_where_they_come_from() -> None:
+    prose = "Ingest ran at <!-- figure:{ingest:pipeline/records_per_s:,} -->x<!-- /figure --> records/s.\n"
+    with pytest.raises(figures.FigureError, match="figure-sources"):
+        figures.rendered(prose)
+    with pytest.raises(figures.FigureError, match="without a figure"):
+        figures.rendered("no figures\n<!-- figure-sources -->\n<!-- /figure-sources -->\n")
+    page = figures.rendered(prose + "<!-- figure-sources -->\n<!-- /figure-sources -->\n")
+    assert "`bench/results/ingest.json`" in page
+    assert f"`{figures.COMMANDS['ingest']}`" in page
 
 
 def test_a_reference_to_a_missing_value_is_an_error_naming_it() -> None:
