@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from batch_layer.segment import Segment, invalid_reasons_total, segments_end
 from config.settings import Settings
 from config.spark import hadoop_path
 from contract import utc
@@ -46,12 +45,13 @@ from contract.events import PageView
 from contract.log_window import window_before
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
 from ingest.topics import record_times
+from stores.manifest import Segment, invalid_reasons_total, segments_end
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
     from contract.events import TimeBounds
-    from stores.base import ManifestStore
+    from stores.manifest import ManifestStore
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def lost_ranges(absorbed: dict[int, int], log_start: dict[int, int]) -> dict[int
 
 
 class MasterDataset:
-    """The manifest (a stores.base.ManifestStore) and the files (any Hadoop-compatible file
+    """The manifest (a stores.manifest.ManifestStore) and the files (any Hadoop-compatible file
     system)."""
 
     def __init__(self, settings: Settings, manifest: ManifestStore) -> None:

@@ -58,11 +58,13 @@ from speed_layer.stream import batch_offsets, initial_offsets, start_query, star
 from speed_layer.visit_rebuild import fresh_start
 from speed_layer.visits import ScanVisits, dimensions_mark
 from stores.mongo import client as mongo_client
+from stores.mongo.codec import stored_layout
+from stores.mongo.generations import MongoGenerationStore
 from stores.redis import client as redis_client
-from stores.redis import keys, visit_state
+from stores.redis import visit_state
 from stores.redis.current_visitors import CurrentVisitorsSink
-from stores.redis.handshake import RedisSpeedCommits, speed_commit
-from views import all_views, filter_table, fingerprint, input_columns, sessions
+from stores.redis.handshake import RedisHotCopy, RedisSpeedCommits, speed_commit
+from views import all_views, filter_table, fingerprint, input_columns, sessions, view_mark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +84,9 @@ class SpeedJob:
         self.mongo = mongo_client.connect(settings)
         self.redis = redis_client.connect(settings)
         self.registry = GenerationRegistry(
-            self.mongo[settings.mongo_db], self.redis, lambda: log_end_offsets(settings)
+            MongoGenerationStore(self.mongo[settings.mongo_db]),
+            RedisHotCopy(self.redis),
+            lambda: log_end_offsets(settings),
         )
         self.dlq = EventProducer(settings)
         # The views are fixed for the life of the job: a view declared later is counted from the
@@ -91,8 +95,9 @@ class SpeedJob:
         self.dimensions = list(self.views)
         self.filter_table = filter_rows.counted(self.dimensions, settings.filter_table)
         """Whether each micro-batch also makes the filter table's rows (speed_layer.filter_rows)."""
-        marks = [keys.view_mark(v.name, fingerprint(v)) for v in self.views]
-        self.view_marks = sorted([*marks, filter_table.mark()] if self.filter_table else marks)
+        layout = stored_layout()  # the batch views' (views.registry.pass_fingerprint)
+        marks = [view_mark(v.name, fingerprint(v, layout)) for v in self.views]
+        self.view_marks = sorted([*marks, filter_table.mark(layout)] if self.filter_table else marks)
         self.input_columns = input_columns(self.views, self.spark)
         self.dedup = ScanDedup(self.spark, settings)
         self.visits = ScanVisits(self.spark, self.dedup.namespace)

@@ -25,8 +25,9 @@ from generations.model import Generation, Offsets, SpeedCommit
 from generations.registry import GenerationRegistry
 from speed_layer.commit import Committer, RealtimeStateLost, already_committed
 from speed_layer.progress import BatchReport
+from stores.mongo.generations import MongoGenerationStore
 from stores.redis import keys
-from stores.redis.handshake import RedisSpeedCommits
+from stores.redis.handshake import RedisHotCopy, RedisSpeedCommits
 from tests.integration.conftest import LogEnd, empty_redis_db
 from tests.integration.filters_check import assert_counts_match_lists
 
@@ -119,7 +120,7 @@ def registry(stack: Settings, r: redis.Redis, log_end: LogEnd) -> Iterator[Gener
     client: MongoClient[dict[str, Any]] = MongoClient(stack.mongo_url)
     name = f"t_commit_{uuid.uuid4().hex[:10]}"
     try:
-        yield GenerationRegistry(client[name], r, log_end)
+        yield GenerationRegistry(MongoGenerationStore(client[name]), RedisHotCopy(r), log_end)
     finally:
         client.drop_database(name)
         client.close()

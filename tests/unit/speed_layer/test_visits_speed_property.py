@@ -51,7 +51,7 @@ from generations.model import Offsets
 from speed_layer import current_visitors, visit_rebuild, visits
 from speed_layer.micro_batch import MicroBatch
 from speed_layer.outputs import COUNTED, TAGS, Materialised, Outputs, rows
-from stores.base import realtime_write
+from stores.realtime_hash import realtime_write
 from stores.redis import visit_state
 from tests.oracle_visits import (
     VisitRecount,
