@@ -8,7 +8,9 @@ One module per concern:
   rebuild of its state from the log.
 - :mod:`speed_layer.visits`: the visits in the scan, a state per Kafka partition, and
   :mod:`speed_layer.visit_rebuild`, its rebuild from the master dataset and the log.
-- this module: the job's clients and one micro-batch (:meth:`SpeedJob.process`).
+- this module: the job's clients and one micro-batch (:meth:`SpeedJob.process`); the composition
+  root of the job: it builds the stores it writes and the :class:`~speed_layer.context.SpeedContext`
+  the modules below it work with (none of them sees the job).
 - :mod:`speed_layer.micro_batch`: a micro-batch's Spark work and its guarantees (the dedup's
   marks, the counts, the dead letters, the generations' tags).
 - :mod:`speed_layer.outputs`: what the counted events become, the realtime rows (the views, the
@@ -51,15 +53,19 @@ from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets
 from speed_layer import filter_rows
 from speed_layer.commit import Committer, already_committed, redis_call
+from speed_layer.context import SpeedContext
 from speed_layer.dedup import ScanDedup
 from speed_layer.micro_batch import DLQ_SOURCE, MicroBatch
 from speed_layer.progress import BatchReport, lag_of
+from speed_layer.rebuild import reset
 from speed_layer.stream import batch_offsets, initial_offsets, start_query, starting_offsets
 from speed_layer.visit_rebuild import fresh_start
 from speed_layer.visits import ScanVisits, dimensions_mark
 from stores.mongo import client as mongo_client
 from stores.mongo.codec import stored_layout
 from stores.mongo.generations import MongoGenerationStore
+from stores.mongo.manifest import MongoManifest
+from stores.parquet.master import MasterReader
 from stores.redis import client as redis_client
 from stores.redis import visit_state
 from stores.redis.current_visitors import CurrentVisitorsSink
@@ -101,6 +107,23 @@ class SpeedJob:
         self.input_columns = input_columns(self.views, self.spark)
         self.dedup = ScanDedup(self.spark, settings)
         self.visits = ScanVisits(self.spark, self.dedup.namespace)
+        self.context = SpeedContext(
+            settings,
+            self.spark,
+            self.redis,
+            self.dimensions,
+            self.input_columns,
+            self.filter_table,
+            self.dedup,
+            self.visits,
+            self.dlq,
+            MasterReader(
+                settings.master_uri,
+                settings.speed_dedup_window_s,
+                MongoManifest(self.mongo[settings.mongo_db]),
+            ),
+        )
+        """What a micro-batch and the state rebuilds work with (they see no more of the job)."""
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
@@ -113,6 +136,12 @@ class SpeedJob:
                 self.redis, settings.current_visitors_exact_limit, settings.current_visitors_max_minutes
             ),
         )
+
+    def rebuild(self) -> None:
+        """Rebuild the realtime views from the log after Redis lost them (speed_layer.rebuild):
+        forget what is left of them, then run from the cuts until caught up."""
+        reset(self.registry, self.context)
+        self.run(available_now=True)
 
     def close(self) -> None:
         self.dlq.flush()
@@ -132,12 +161,10 @@ class SpeedJob:
                 log.warning(
                     "the visit state does not match the declared views: rebuilding the realtime views"
                 )
-                from speed_layer.rebuild import reset
-
-                reset(self)
+                reset(self.registry, self.context)
                 fresh = True
             if fresh:
-                fresh_start(self, start)
+                fresh_start(self.context, start)
         # States this JVM holds for the query are from before this start: rebuilt from the log.
         self.dedup.forget()
         self.visits.forget()
@@ -190,7 +217,7 @@ class SpeedJob:
             self.last = report
             return
         starts = prev_offsets if prev_offsets is not None else self._initial_offsets()
-        batch = MicroBatch(self, df, starts, end_offsets, report)
+        batch = MicroBatch(self.context, df, starts, end_offsets, self.visit_meta(), report)
         # The micro-batch's one Spark job, for the generations active now (the commit computes the
         # rows again only if that set changes before it): its dead letters go out here.
         active = redis_call(self.registry.active_cuts)
