@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 
-from batch_layer import faults, log_retention
+from batch_layer import faults
 from batch_layer.lease import BatchLease, Held, LeaseLost
 from batch_layer.master import MasterDataset
 from config.settings import Settings
@@ -42,6 +42,7 @@ from contract import utc
 from generations import retention
 from generations.model import Generation
 from generations.registry import GenerationRegistry
+from ingest import log_retention
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
 from stack.waiting import wait_for_services
@@ -90,7 +91,7 @@ class RunSummary:
     seconds: dict[str, float] = field(default_factory=dict)
     retention: dict[str, Any] = field(default_factory=dict)
     """How close the unabsorbed records were to the topic's retention at the start
-    (batch_layer.log_retention)."""
+    (ingest.log_retention)."""
     filter_table: dict[str, Any] = field(default_factory=dict)
     """The filter table's days recomputed, the files and bytes this run wrote of it, and the
     seconds of its write (part of ``seconds["views"]``); empty when it wrote none."""

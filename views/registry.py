@@ -1,7 +1,7 @@
 """The registry of views: the one place both layers and the API look up what exists.
 
-Views are declared (:func:`declare`) when their module is imported; :func:`all_views` imports the
-shipped declarations (:mod:`views.dimensions`) first.
+Views are declared (views.declarations.declare) when their module is imported; :func:`all_views`
+imports the shipped declarations (:mod:`views.dimensions`) first.
 
 Fingerprints decide when stored batch views are stale. A view's fingerprint covers everything its
 stored values depend on: its declaration (Spark's rendering of the key expression, so an edit of
@@ -21,17 +21,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+from views.declarations import DECLARED as _REGISTRY
+from views.declarations import declare as declare
 from views.dimension import View
-
-_REGISTRY: dict[str, View] = {}
-
-
-def declare(view: View) -> View:
-    """Make ``view`` part of the platform (a later declaration of the same name replaces it)."""
-    if not view.name.replace("_", "").isalnum() or not view.name.islower():
-        raise ValueError(f"view name {view.name!r}: use lower-case letters, digits and _")
-    _REGISTRY[view.name] = view
-    return view
 
 
 def all_views() -> list[View]:
@@ -102,9 +94,9 @@ def pass_fingerprint(layout: str) -> str:
     store."""
     from config.settings import get_settings
     from contract import duplicates
-    from views import devices, rows, sessions, shared_pass, visit_scan
+    from views import columns, devices, rows, sessions, shared_pass, visit_scan
 
-    parts = [_source(shared_pass), _source(rows), _source(sessions), repr(devices.RULES)]
+    parts = [_source(shared_pass), _source(columns), _source(rows), _source(sessions), repr(devices.RULES)]
     parts += [_source(visit_scan), *_scan_sources()]
     parts.append(f"session gap {get_settings().session_gap_s} s")
     parts += [_source(duplicates), f"dedup window {get_settings().speed_dedup_window_s} s"]
