@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stores import realtime_hash
-from stores.realtime_views import EMPTY_DAY, Measure, RealtimeDay
+from stores.realtime_views import EMPTY_DAY, Cell, Measure, RealtimeDay
 from stores.rows import VISIT_FIELDS
 
 cells = st.lists(
@@ -34,7 +34,7 @@ def _value(name: str, n: int) -> bytes:
 
 
 @given(cells, field_values)
-def test_a_read_decodes_to_what_its_fields_hold(read: tuple, stored: dict[str, int]) -> None:
+def test_a_read_decodes_to_what_its_fields_hold(read: tuple[Cell, ...], stored: dict[str, int]) -> None:
     raw = {name: _value(name, n) for name, n in stored.items()}
     fields = realtime_hash.fields_of(read)
     day = realtime_hash.decode(read, [raw.get(f) for f in fields])
@@ -63,7 +63,8 @@ def test_a_read_decodes_to_what_its_fields_hold(read: tuple, stored: dict[str, i
                 h_sk[hour] = held("sk", hour)
                 expected = replace(expected, h_sk=tuple(h_sk))
         else:
-            sums = tuple(number(name, hour) for name in VISIT_FIELDS)
+            vi, bo, du, vv = (number(name, hour) for name in VISIT_FIELDS)
+            sums = (vi, bo, du, vv)
             if hour is None:
                 expected = replace(expected, visits=sums)
             else:
