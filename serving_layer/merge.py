@@ -13,12 +13,10 @@ from datetime import datetime
 
 from config.memo import memo
 from serving_layer.answers import Distinct, Visits
-from serving_layer.model import BatchDoc, Measure, RealtimeDay
+from serving_layer.model import BatchDoc, Cell, Measure, RealtimeDay
 from serving_layer.tiling import Granularity, Tile, buckets, tile
 from views import sketches
 from views.scopes import scope_of
-
-Cell = tuple[Measure, int | None]
 
 
 def pageviews_by_day(

@@ -18,6 +18,7 @@ from stores.batch_views import BatchDoc as BatchDoc
 from stores.errors import BatchUnavailable as BatchUnavailable
 from stores.errors import RealtimeUnavailable as RealtimeUnavailable
 from stores.realtime_views import COUNTS_ONLY as COUNTS_ONLY
+from stores.realtime_views import Cell as Cell
 from stores.realtime_views import DayRead as DayRead
 from stores.realtime_views import FilterRowsBudget as FilterRowsBudget
 from stores.realtime_views import FilterRowsSnapshot as FilterRowsSnapshot
