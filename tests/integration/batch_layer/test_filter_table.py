@@ -197,7 +197,7 @@ def test_a_changed_fingerprint_recomputes_every_day_of_the_table_and_no_view(
     again = job.run()
     assert again.filter_table == {} and sum(again.view_days_recomputed.values()) == 0
 
-    monkeypatch.setattr(filter_table, "fingerprint", lambda: "changed")
+    monkeypatch.setattr(filter_table, "fingerprint", lambda layout: "changed")
     changed = job.run()
     assert changed.filter_table["days_recomputed"] == days
     assert sum(changed.view_days_recomputed.values()) == 0  # the views are reused as they are
