@@ -130,8 +130,8 @@ test: lint ## lint, then the whole test suite in TEST_WORKERS processes (each st
 test-unit: ## run only the tests that need no services
 	@$(PY) -m pytest -q -m "not integration"
 
-lint: ## ruff and mypy
-	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) -m mypy .
+lint: ## ruff, mypy and the packages' layering (lint-imports: pyproject.toml's [tool.importlinter])
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(PY) -m mypy . && $(VENV)/bin/lint-imports --no-logo --cache-dir $(LAMBDA_CACHE_DIR)/import-linter
 
 bench: ## every benchmark but the soak (make bench-soak, ten minutes of faults), then the figures of README and docs/ from their results
 	@$(PY) -m bench.ingest

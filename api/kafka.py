@@ -21,7 +21,7 @@ from ingest.producer import DLQ_KEY_HEADER, DLQ_REASON_HEADER, DLQ_SOURCE_HEADER
 from ingest.topics import offsets_for_time, watermarks
 
 if TYPE_CHECKING:
-    from batch_layer.log_retention import RetentionWatch
+    from ingest.log_retention import RetentionWatch
 
 
 class KafkaUnavailable(RuntimeError):
@@ -116,7 +116,7 @@ class KafkaProbe:
         self._appended: tuple[int, dict[int, int]] | None = None
 
     def _retention_watch(self, absorbed: dict[int, int]) -> RetentionWatch:
-        from batch_layer.log_retention import watch
+        from ingest.log_retention import watch
 
         now = time.monotonic()
         with self._lock:

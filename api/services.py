@@ -21,7 +21,7 @@ from api.ratelimit import RateLimiter
 from config.settings import Settings
 from serving_layer import QueryEngine
 from serving_layer.filters import FilterService
-from stores.base import ManifestReader
+from stores.manifest import ManifestReader
 
 
 @dataclass

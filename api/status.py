@@ -12,10 +12,11 @@ from typing import Any
 from api.auth import mode_note
 from api.kafka import KafkaUnavailable, LogOffsets
 from api.services import Services
-from batch_layer.segment import invalid_reasons_total, segments_end
 from config.settings import Settings
 from contract import utc
 from serving_layer import NothingServed, ServingError, ServingState
+from stores.errors import StoreUnavailable
+from stores.manifest import invalid_reasons_total, segments_end
 from stores.redis import status as redis_status
 
 
@@ -74,12 +75,15 @@ async def repair_generation_pointer(services: Services) -> bool:
 def _repair(settings: Settings) -> bool:
     from generations.registry import GenerationRegistry
     from stores.mongo import client as mongo_client
+    from stores.mongo.generations import MongoGenerationStore
     from stores.redis import client as redis_client
+    from stores.redis.handshake import RedisHotCopy
 
     mongo = mongo_client.connect(settings, timeout_ms=settings.api_mongo_timeout_ms)
     r = redis_client.connect(settings, timeout_s=settings.api_redis_timeout_ms / 1000)
     try:
-        return GenerationRegistry(mongo[settings.mongo_db], r, dict).repair_hot_copy()
+        registry = GenerationRegistry(MongoGenerationStore(mongo[settings.mongo_db]), RedisHotCopy(r), dict)
+        return registry.repair_hot_copy()
     finally:
         mongo.close()
         r.close()
@@ -119,7 +123,7 @@ async def collect_status(services: Services) -> dict[str, Any]:
             errors["redis"] = state.realtime_error
     elif isinstance(state_result, NothingServed):
         errors["served"] = str(state_result)
-    elif isinstance(state_result, ServingError):
+    elif isinstance(state_result, ServingError | StoreUnavailable):
         errors["mongodb"] = str(state_result)
     elif isinstance(state_result, BaseException):
         raise state_result

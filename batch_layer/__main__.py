@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from batch_layer import log_retention
 from batch_layer.master import lost_ranges
 from config.logs import configure_logging
 from config.settings import get_settings
+from ingest import log_retention
 
 if TYPE_CHECKING:
     from batch_layer.job import BatchJob

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generations.model import Generation
-from stores.base import BatchViewWriter
+from stores.batch_views import BatchViewWriter
 from views import filter_table
 
 COMPARED = ("pv", "uv", "h_pv", "h_uv")

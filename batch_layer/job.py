@@ -33,27 +33,31 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 
-from batch_layer import faults, log_retention
+from batch_layer import faults
 from batch_layer.lease import BatchLease, Held, LeaseLost
 from batch_layer.master import MasterDataset
-from batch_layer.segment import Segment
 from config.settings import Settings
 from config.spark import SparkProgress, spark_session
 from contract import utc
 from generations import retention
 from generations.model import Generation
 from generations.registry import GenerationRegistry
+from ingest import log_retention
 from ingest.producer import EventProducer, dlq_key
 from ingest.topics import log_end_offsets, log_start_offsets
 from stack.waiting import wait_for_services
-from stores.base import BatchViewWriter, FilterTableWriter
+from stores.batch_views import BatchViewWriter
+from stores.filter_table import FilterTableWriter
+from stores.manifest import Segment
 from stores.mongo.client import connect
-from stores.mongo.codec import collection_name
+from stores.mongo.codec import collection_name, stored_layout
+from stores.mongo.generations import MongoGenerationStore
 from stores.mongo.lease import MongoLeaseStore
 from stores.mongo.manifest import MongoManifest
 from stores.mongo.writer import MongoBatchWriter
 from stores.parquet.filter_table import ParquetFilterTableWriter
 from stores.redis import client as redis_client
+from stores.redis.handshake import RedisHotCopy
 from stores.redis.teardown import drop_generations, realtime_generations
 from views import all_views, describe, filter_table, fingerprint, input_columns, shared_pass
 
@@ -87,7 +91,7 @@ class RunSummary:
     seconds: dict[str, float] = field(default_factory=dict)
     retention: dict[str, Any] = field(default_factory=dict)
     """How close the unabsorbed records were to the topic's retention at the start
-    (batch_layer.log_retention)."""
+    (ingest.log_retention)."""
     filter_table: dict[str, Any] = field(default_factory=dict)
     """The filter table's days recomputed, the files and bytes this run wrote of it, and the
     seconds of its write (part of ``seconds["views"]``); empty when it wrote none."""
@@ -209,7 +213,9 @@ class BatchJob:
         self.mongo = connect(settings)
         self.db = self.mongo[settings.mongo_db]
         self.redis = redis_client.connect(settings)
-        self.registry = GenerationRegistry(self.db, self.redis, lambda: log_end_offsets(settings))
+        self.registry = GenerationRegistry(
+            MongoGenerationStore(self.db), RedisHotCopy(self.redis), lambda: log_end_offsets(settings)
+        )
         self.lease = BatchLease(MongoLeaseStore(self.db), settings.batch_lease_s)
         self.master = MasterDataset(settings, MongoManifest(self.db))
         self.store: BatchViewWriter = MongoBatchWriter(self.db, settings.mongo_url)
@@ -297,9 +303,10 @@ class BatchJob:
         t0 = time.monotonic()
         served = self.registry.served()
         views = all_views()
-        fingerprints = {v.name: fingerprint(v) for v in views}
+        layout = stored_layout()  # the batch views' (views.registry.pass_fingerprint)
+        fingerprints = {v.name: fingerprint(v, layout) for v in views}
         if s.filter_table:
-            fingerprints[filter_table.NAME] = filter_table.fingerprint()
+            fingerprints[filter_table.NAME] = filter_table.fingerprint(layout)
         master_days = self.master.days()
         plan = plan_days(fingerprints, full, served, self.master.segments(), master_days)
         days_needed = sorted({d for days in plan.values() for d in days})

@@ -1,6 +1,6 @@
 """The batch layer's single-writer lease: one batch run at a time, whatever its host or pid.
 
-A run holds the lease record (stores.base.LeaseStore; on MongoDB one document beside the served
+A run holds the lease record (stores.lease.LeaseStore; on MongoDB one document beside the served
 pointer: stores.mongo.lease) with a random token, an expiry, and a **fence**: a number that grows
 by one at every acquisition. While the run works, a heartbeat thread renews the expiry every third
 of the lease; a run that dies (kill -9, a lost host, a container whose host name and pid are the
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from contract import utc
-from stores.base import LeaseRecord, LeaseStore, StoreUnavailable
+from stores.errors import StoreUnavailable
+from stores.lease import LeaseRecord, LeaseStore
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """The master dataset: every event of the log, immutable, in Parquet, absorbed by offset range.
 
-Layout: ``<master>/segments/segment=<id>/event_date=YYYY-MM-DD/part-*.parquet``. One absorb writes
+Layout (stores.parquet.master, which reads it): ``<master>/segments/segment=<id>/event_date=
+YYYY-MM-DD/part-*.parquet``. One absorb writes
 one segment covering an exact offset range per partition, then commits it in the manifest
 (stores.mongo.manifest). Readers only ever read committed segments, so a crash mid-absorb leaves
 nothing visible: the half-written directory is ignored and deleted by the next
@@ -22,8 +23,8 @@ whether a record is one depends only on the records before it in its partition: 
 accepted records and those of the window of log before its ranges (read back from Kafka through the
 contract, :mod:`contract.log_window`) go through :func:`~contract.duplicates.previous_gap`, and
 every record with an earlier copy within the window is written to the segment's ``duplicates``
-directory with its gap. Readers drop them (:meth:`MasterDataset.read`), so an incremental run and a
-full recompute drop the same records whichever days or segments hold their originals.
+directory with its gap. Readers drop them (stores.parquet.master.MasterReader.read), so an
+incremental run and a full recompute drop the same records whichever days or segments hold their originals.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from batch_layer.segment import Segment, invalid_reasons_total, segments_end
 from config.settings import Settings
 from config.spark import hadoop_path
 from contract import utc
@@ -46,20 +46,20 @@ from contract.events import PageView
 from contract.log_window import window_before
 from contract.spark_schema import INVALID_COLUMN, UNJUDGED, kafka_rows_of, parse_kafka_records
 from ingest.topics import record_times
+from stores.manifest import Segment, invalid_reasons_total
+from stores.parquet.master import DUPLICATES, DUPLICATES_SCHEMA, MasterReader, segment_path, segments_root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
     from contract.events import TimeBounds
-    from stores.base import ManifestStore
+    from stores.manifest import ManifestStore
 
 log = logging.getLogger(__name__)
 
 INVALID_PARTITION = "invalid"
 UNJUDGED_PARTITION = "unjudged"
 """Between the absorb's two passes only: the records the first did not recognise, for the second."""
-DUPLICATES = "duplicates"
-"""A segment's directory of its duplicates: (kafka_partition, kafka_offset, event_date, gap ms)."""
 EVENT_COLUMNS = tuple(name for name in PageView.model_fields if name != "schema_version")
 """The contract's fields as a segment row holds them: the event's own, then ``schema_version``."""
 
@@ -184,29 +184,18 @@ def lost_ranges(absorbed: dict[int, int], log_start: dict[int, int]) -> dict[int
     return {p: (absorbed[p], log_start[p]) for p in sorted(absorbed) if log_start.get(p, 0) > absorbed[p]}
 
 
-class MasterDataset:
-    """The manifest (a stores.base.ManifestStore) and the files (any Hadoop-compatible file
-    system)."""
+class MasterDataset(MasterReader):
+    """The manifest (a stores.manifest.ManifestStore) and the files (any Hadoop-compatible file
+    system): the read half (stores.parquet.master.MasterReader) with the absorb."""
 
     def __init__(self, settings: Settings, manifest: ManifestStore) -> None:
+        super().__init__(settings.master_uri, settings.speed_dedup_window_s, manifest)
         self.settings = settings
-        self.root = settings.master_uri.rstrip("/")
-        self.manifest = manifest
-
-    def segments(self) -> list[Segment]:
-        return self.manifest.segments()
-
-    def absorbed_until(self) -> dict[int, int]:
-        """Per partition, the offset up to which the log has been absorbed."""
-        return segments_end(self.segments())
 
     def invalid_reasons(self) -> dict[str, int]:
         """Invalid records of the whole master dataset per field of their reason: what the batch
         layer has dead-lettered, each record once whatever crashes repeated."""
         return invalid_reasons_total(s.invalid_reasons for s in self.segments())
-
-    def days(self) -> list[str]:
-        return sorted({d for s in self.segments() for d in s.days})
 
     # --- absorb ------------------------------------------------------------------------------------
     def absorb(
@@ -228,7 +217,7 @@ class MasterDataset:
             return None
 
         segment_id = f"g{gen:06d}-{uuid.uuid4().hex[:8]}"
-        path = f"{self.root}/segments/segment={segment_id}"
+        path = segment_path(self.root, segment_id)
         topic = self.settings.events_topic
         records = (
             spark.read.format("kafka")
@@ -326,52 +315,9 @@ class MasterDataset:
         """Make a written segment part of the master dataset (one document insert: atomic)."""
         self.manifest.commit(segment)
 
-    # --- reading ------------------------------------------------------------------------------------
-    def read(self, spark: SparkSession, days: list[str] | None = None) -> DataFrame | None:
-        """Valid events of the committed segments, optionally only the given UTC days, without
-        the duplicates (:mod:`contract.duplicates`, found at absorb: :func:`write_duplicates`).
-
-        Spark is given exactly the day directories of the committed segments that hold those days
-        (the manifest says which), so it lists nothing else: an incremental run does not pay for
-        discovering every segment the master dataset has accumulated, and uncommitted segments (a
-        crashed absorb) are never read. ``segment`` and ``event_date`` stay columns (``basePath``).
-        """
-        from pyspark.sql import functions as F
-
-        wanted = None if days is None else set(days)
-        # An accepted gap (Segment.gap) has no days: it holds no files to read.
-        segments = [s for s in self.segments() if s.days and (wanted is None or wanted & set(s.days))]
-        paths = [
-            f"{self.root}/segments/segment={s.segment_id}/event_date={day}"
-            for s in segments
-            for day in s.days
-            if wanted is None or day in wanted
-        ]
-        if not paths:
-            return None
-        events = spark.read.option("basePath", f"{self.root}/segments").parquet(*paths)
-        window_ms = self.settings.speed_dedup_window_s * 1000
-        for s in segments:
-            if s.dedup_window_ms is None or s.dedup_window_ms < window_ms:
-                raise AbsorbError(
-                    f"segment {s.segment_id} holds the duplicates of a "
-                    f"{'unknown' if s.dedup_window_ms is None else s.dedup_window_ms // 1000} s window, "
-                    f"less than the dedup window of {window_ms // 1000} s: absorb the log again into a "
-                    "new master dataset to widen it"
-                )
-        found = spark.read.schema(DUPLICATES_SCHEMA).parquet(
-            *[f"{self.root}/segments/segment={s.segment_id}/{DUPLICATES}" for s in segments]
-        )
-        if wanted is not None:
-            found = found.where(F.col("event_date").isin(sorted(wanted)))
-        dropped = found.where(is_duplicate(F.col(GAP_COLUMN), window_ms)).select(
-            "kafka_partition", "kafka_offset"
-        )
-        return events.join(F.broadcast(dropped), ["kafka_partition", "kafka_offset"], "left_anti")
-
     def remove_orphans(self, spark: SparkSession) -> list[str]:
         """Delete segment directories no manifest entry names (left by a crashed absorb)."""
-        fs, base = hadoop_path(spark, f"{self.root}/segments")
+        fs, base = hadoop_path(spark, segments_root(self.root))
         if not fs.exists(base):
             return []
         committed = {s.segment_id for s in self.segments()}
@@ -382,9 +328,6 @@ class MasterDataset:
                 fs.delete(status.getPath(), True)
                 removed.append(name)
         return removed
-
-
-DUPLICATES_SCHEMA = "kafka_partition INT, kafka_offset BIGINT, event_date STRING, " + GAP_COLUMN + " BIGINT"
 
 
 def write_duplicates(

@@ -56,7 +56,9 @@ from generations.model import Generation
 from generations.registry import GenerationRegistry
 from ingest.topics import ensure_topics
 from stores.mongo.codec import collection_name, is_hour_sketches, is_rank_document, rank_document_id
+from stores.mongo.generations import MongoGenerationStore
 from stores.redis import keys
+from stores.redis.handshake import RedisHotCopy
 
 TARGET_HEALTHZ_RATIO = 0.5
 """Each query's rate as a share of ``GET /healthz``'s on the same API: what the query's own work
@@ -72,7 +74,9 @@ def _served(settings: Settings) -> Generation | None:
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
     r = redis.Redis.from_url(settings.redis_url)
     try:
-        return GenerationRegistry(client[settings.mongo_db], r, lambda: {}).served()
+        return GenerationRegistry(
+            MongoGenerationStore(client[settings.mongo_db]), RedisHotCopy(r), dict
+        ).served()
     finally:
         client.close()
         r.close()

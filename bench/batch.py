@@ -134,8 +134,8 @@ def _not_the_load(settings: Settings, job: Any, events: int) -> str | None:
     runs add to today, so a second bench on the same day would otherwise recompute a today holding
     every earlier run's events (1.3M after a few runs instead of 200K), and a full recompute would
     absorb what an earlier bench produced and never absorbed."""
-    from batch_layer.segment import segments_end
     from ingest.topics import log_end_offsets
+    from stores.manifest import segments_end
 
     segments = job.master.segments()
     days = {d for s in segments for d in s.days}

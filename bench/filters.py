@@ -50,6 +50,7 @@ from bench.common import percentiles, running_stack, start_api, write_result
 from config.settings import Settings, get_settings
 from generations.model import Generation
 from ingest.topics import ensure_topics
+from stores.mongo.codec import stored_layout
 from stores.parquet.filter_table import batch_files
 from views import filter_table
 
@@ -70,7 +71,7 @@ def _ensure_table(settings: Settings, console: Console, events: int) -> tuple[Ge
     job = BatchJob(settings)
     try:
         ensure_loaded(settings, job, console, events)
-        wanted = filter_table.fingerprint()
+        wanted = filter_table.fingerprint(stored_layout())
         served = _served(settings)
         seconds = None
         if served is None or served.fingerprints.get(filter_table.NAME) != wanted:

@@ -39,7 +39,7 @@ from contract.spark_schema import event_schema
 from generations.model import SpeedCommit
 from speed_layer import filter_rows, outputs
 from speed_layer.stream import batch_offsets, initial_offsets
-from speed_layer.visits import Horizon, ScanVisits, dimensions_mark, meta_row
+from speed_layer.visits import Horizon, ScanVisits, VisitProgress, dimensions_mark
 from speed_layer.writes import RowWrites
 from stores.redis import keys, visit_state
 from stores.redis.current_visitors import CurrentVisitorsSink
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics = observation.get
         phases["views"] = time.monotonic() - t0 - sum(phases.values())
         newest = int(metrics["newest"] or 0)
-        rows.append(meta_row(max(meta.watermark_ms, newest), horizon.drop_before_us))
+        rows.visit_progress = VisitProgress(max(meta.watermark_ms, newest), horizon.drop_before_us)
         t1 = time.monotonic()
         writes = RowWrites(rows, RedisRealtimeSink(r), minutes)
         with r.pipeline(transaction=True) as pipe:

@@ -4,7 +4,7 @@ served generation and the speed layer's commit."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from generations.state import GenerationState
@@ -57,3 +57,11 @@ class Generation:
     is per site, example values (views.dimension)."""
     stats: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+
+
+GENERATION_ZERO = Generation(
+    gen=0, kind="full", state=GenerationState.SERVED, cut={}, started_at=datetime(1970, 1, 1, tzinfo=UTC)
+)
+"""What is served before the first batch run: generation 0 has no batch views and its cut is the
+start of the log, so the realtime views alone answer (generations.registry.ensure_hot_copy). It is
+only in Redis' pointer, never a registry document, so the readers know it without one."""

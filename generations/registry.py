@@ -11,8 +11,9 @@ Where state lives:
   active generations with their cuts, and the served generation number.
 
 This module keeps the protocol; the stores keep the commands: the durable half is a
-stores.base.GenerationStore (stores.mongo.generations), the hot copy a stores.base.HotCopy
-(stores.redis.handshake).
+generations.storage.GenerationStore (MongoDB's: stores.mongo.generations), the hot copy a
+generations.storage.HotCopy (Redis': stores.redis.handshake). Both are handed in by a composition
+root (the API's status, the jobs): the registry imports no backend.
 
 Opening a generation must not race with the speed layer. The speed layer commits each micro-batch
 with its end offsets under ``WATCH`` of the active-generation key; opening reads those committed
@@ -26,25 +27,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from contract import utc
 from generations import retention
 from generations.model import Generation, GenerationError, Offsets, Served
 from generations.state import IN_PROGRESS, GenerationState
-from stores.mongo.generations import generation_store
-from stores.redis.handshake import hot_copy
-
-if TYPE_CHECKING:
-    from stores.mongo.generations import StoreOrDatabase
-    from stores.redis.handshake import ClientOrHotCopy
+from generations.storage import GenerationStore, HotCopy
 
 log = logging.getLogger(__name__)
 
 
 class GenerationRegistry:
-    """Durable registry (a stores.base.GenerationStore: MongoDB's, given its database) with its hot
-    copy (a stores.base.HotCopy: Redis', given its client).
+    """Durable registry (a GenerationStore: MongoDB's in the jobs and the API) with its hot copy (a
+    HotCopy: Redis').
 
     One batch run at a time writes it (batch_layer.lease): the changes of a generation's state that
     a run paused past its lease could race with (publish, fail) are conditional on the state it
@@ -52,12 +47,12 @@ class GenerationRegistry:
 
     def __init__(
         self,
-        store: StoreOrDatabase,
-        hot: ClientOrHotCopy,
+        store: GenerationStore,
+        hot: HotCopy,
         log_end_offsets: Callable[[], Offsets],
     ) -> None:
-        self.store = generation_store(store)
-        self.hot = hot_copy(hot)
+        self.store = store
+        self.hot = hot
         self._log_end_offsets = log_end_offsets
 
     # --- reading -----------------------------------------------------------------------------------

@@ -40,19 +40,22 @@ from serving_layer.answers import (
 )
 from serving_layer.model import (
     BatchDoc,
+    DayRead,
     GenerationInfo,
-    HashRead,
     InvalidQuery,
+    Measure,
     NothingServed,
     NotReady,
     RankRead,
+    RealtimeDay,
     RealtimeUnavailable,
 )
 from serving_layer.queries import SITE_VIEW, ReadAfter, SeriesQuery, TopQuery
 from serving_layer.readiness import per_site, readiness
 from serving_layer.snapshot import Snapshot, Snapshots
 from serving_layer.tiling import Tile, buckets, ceil_day, days_covering, floor_day, tile
-from stores.base import PV, SKETCH, VISIT_FIELDS, BatchReader, DocRef, RealtimeReader
+from stores.batch_views import BatchReader, DocRef
+from stores.realtime_views import RealtimeReader
 from views import all_views, describe, filter_table
 from views.scopes import scope_of
 
@@ -84,9 +87,9 @@ class QueryEngine:
             self._described.update(gen.views)
 
     async def _snapshot(
-        self, hashes: Sequence[HashRead], ranks: Sequence[RankRead], after: ReadAfter | None
+        self, days: Sequence[DayRead], ranks: Sequence[RankRead], after: ReadAfter | None
     ) -> Snapshot:
-        return await self._snapshots.take(hashes, ranks, after)
+        return await self._snapshots.take(days, ranks, after)
 
     async def _documents(
         self,
@@ -110,17 +113,17 @@ class QueryEngine:
                 raise NotReady(view, problem)
 
     async def _series_data(
-        self, q: SeriesQuery, kinds: tuple[str, ...], after: ReadAfter | None
-    ) -> tuple[Snapshot, dict[str, BatchDoc], dict[str, dict[str, bytes]]]:
-        """The realtime fields (``kinds``: "pv", "sk") and batch documents a series query needs."""
-        plan = merge.read_plan(q.start, q.end, q.granularity, kinds)
+        self, q: SeriesQuery, measures: tuple[Measure, ...], after: ReadAfter | None
+    ) -> tuple[Snapshot, dict[str, BatchDoc], dict[str, RealtimeDay]]:
+        """The realtime days (their cells of ``measures``) and batch documents a series query needs."""
+        plan = merge.read_plan(q.start, q.end, q.granularity, measures)
         days = [day for day, _ in plan]
-        reads = [HashRead(q.view, q.key, day, fields) for day, fields in plan]
+        reads = [DayRead(q.view, q.key, day, cells) for day, cells in plan]
         snap = await self._snapshot(reads, (), after)
         self._check_ready(snap, q.view)
-        hourly_uniques = {day for day, fields in plan if not merge.SK_HOURS_SET.isdisjoint(fields)}
+        hourly_uniques = {day for day, cells in plan if merge.hourly_uniques(cells)}
         docs = await self._documents(q.view, q.key, days, snap.gen, hourly_uniques)
-        return snap, docs, dict(zip(days, snap.hashes, strict=True))
+        return snap, docs, dict(zip(days, snap.days, strict=True))
 
     async def state(self) -> ServingState:
         """The served generation (from Redis' pointer, or MongoDB's when Redis is down) and the
@@ -147,7 +150,8 @@ class QueryEngine:
         snapshot."""
         if q.visits:
             await self._check_visits(q.view)
-        snap, docs, rt = await self._series_data(q, (PV, SKETCH, *(VISIT_FIELDS if q.visits else ())), after)
+        measures = (Measure.PAGEVIEWS, Measure.VISITORS, *((Measure.VISITS,) if q.visits else ()))
+        snap, docs, rt = await self._series_data(q, measures, after)
         day_total, day_hours = merge.pageviews_by_day(docs, rt)
         v_total, v_hours = merge.visits_by_day(docs, rt) if q.visits else ({}, {})
         series = []
@@ -189,7 +193,7 @@ class QueryEngine:
         return {site for key in keys if (site := scope_of(key, scoped)) is not None}
 
     async def pageviews(self, q: SeriesQuery, after: ReadAfter | None = None) -> PageviewsAnswer:
-        snap, docs, rt = await self._series_data(q, (PV,), after)
+        snap, docs, rt = await self._series_data(q, (Measure.PAGEVIEWS,), after)
         day_total, day_hours = merge.pageviews_by_day(docs, rt)
         series = [
             PageviewPoint(b.start, merge.pageviews(b.tiles, day_total, day_hours))
@@ -200,7 +204,7 @@ class QueryEngine:
     async def unique_visitors(self, q: SeriesQuery, after: ReadAfter | None = None) -> UniqueVisitorsAnswer:
         series_buckets = buckets(q.start, q.end, q.granularity)
         whole = tile(q.start, q.end)
-        snap, docs, rt = await self._series_data(q, (SKETCH,), after)
+        snap, docs, rt = await self._series_data(q, (Measure.VISITORS,), after)
         series = [(b.start, merge.distinct(b.tiles, docs, rt)) for b in series_buckets]
         return UniqueVisitorsAnswer(q, series, merge.distinct(whole, docs, rt), snap.coverage)
 
@@ -218,14 +222,17 @@ class QueryEngine:
         if q.visits:
             await self._check_visits(q.view)
         site_totals = (q.visitors or q.visits) and q.site is not None and q.view != SITE_VIEW
-        needs = (*((SKETCH,) if q.visitors else ()), *(VISIT_FIELDS if q.visits else ()))
+        needs: tuple[tuple[Measure, None], ...] = (
+            *(((Measure.VISITORS, None),) if q.visitors else ()),
+            *(((Measure.VISITS, None),) if q.visits else ()),
+        )
         guess: list[str] = []
         rankings: dict[int, list[list[tuple[str, int]]]] = {}
         for attempt in range(4):
-            reads = [HashRead(q.view, k, d, needs) for k in guess for d in days]
+            reads = [DayRead(q.view, k, d, needs) for k in guess for d in days]
             if site_totals:
                 assert q.site is not None
-                reads += [HashRead(SITE_VIEW, q.site, d, needs) for d in days]
+                reads += [DayRead(SITE_VIEW, q.site, d, needs) for d in days]
             snap = await self._snapshot(reads, rank_reads, after)
             self._check_ready(snap, q.view, *((SITE_VIEW,) if site_totals else ()))
             gen = snap.gen
@@ -249,8 +256,8 @@ class QueryEngine:
         total_pv = sum(totals.values())
         if not needs:
             return TopAnswer(q, start, end, best, snap.coverage, None, total_pv)
-        rt_by_key: dict[str, dict[str, dict[str, bytes]]] = {}
-        for read, values in zip(reads, snap.hashes, strict=True):
+        rt_by_key: dict[str, dict[str, RealtimeDay]] = {}
+        for read, values in zip(reads, snap.days, strict=True):
             rt_by_key.setdefault(f"{read.view}\0{read.key}", {})[read.day] = values
         keys = [k for k, _ in best if f"{q.view}\0{k}" in rt_by_key]
         docs = await asyncio.gather(*(self._documents(q.view, k, days, gen) for k in keys))
@@ -318,12 +325,14 @@ LATE_REASON = (
 )
 
 
-def visits_exactness(flags: frozenset[str], sites: Set[str], days: Sequence[str]) -> VisitsExactness:
+def visits_exactness(
+    flags: frozenset[tuple[str, str]], sites: Set[str], days: Sequence[str]
+) -> VisitsExactness:
     """Not exact where the realtime part flagged a (site, day) of the answer
-    (stores.redis.visit_state.flags_key)."""
+    (stores.realtime_views.RealtimeSnapshot.visit_flags)."""
     if not flags:
         return VisitsExactness()
-    flagged = tuple(sorted({day for site in sites for day in days if f"{site}|{day}" in flags}))
+    flagged = tuple(sorted({day for site in sites for day in days if (site, day) in flags}))
     if not flagged:
         return VisitsExactness()
     return VisitsExactness(False, LATE_REASON.format(days=", ".join(flagged)), flagged)

@@ -3,7 +3,7 @@
 
 The engine's ranking reads every site's ranking entries; a caller that may see only a few sites
 gets them read by name instead: each site's day totals and sketches (batch documents plus realtime
-hashes, the arithmetic of :mod:`serving_layer.merge`), ranked by page views, ties by name.
+days, the arithmetic of :mod:`serving_layer.merge`), ranked by page views, ties by name.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from datetime import timedelta
 from serving_layer import merge
 from serving_layer.answers import TopAnswer, Visits, VisitsExactness
 from serving_layer.engine import QueryEngine, visits_exactness
-from serving_layer.model import HashRead
+from serving_layer.model import DayRead, Measure
 from serving_layer.queries import SITE_VIEW, ReadAfter, TopQuery
 from serving_layer.tiling import DAY, Tile, days_covering, floor_day
-from stores.base import PV, SKETCH, VISIT_FIELDS
 
 
 def cost(q: TopQuery, sites: Sequence[str]) -> int:
@@ -34,15 +33,16 @@ async def top_sites(
     only."""
     days = days_covering(q.start, q.end)
     whole_days = [Tile(d, None) for d in days]
-    fields = (PV, SKETCH, *(VISIT_FIELDS if q.visits else ()))
-    reads = [HashRead(SITE_VIEW, site, day, fields) for site in sites for day in days]
+    measures = (Measure.PAGEVIEWS, Measure.VISITORS, *((Measure.VISITS,) if q.visits else ()))
+    cells = tuple((measure, None) for measure in measures)
+    reads = [DayRead(SITE_VIEW, site, day, cells) for site in sites for day in days]
     snap = await engine._snapshot(reads, (), after)
     engine._check_ready(snap, SITE_VIEW)
     docs = await asyncio.gather(*(engine._documents(SITE_VIEW, site, days, snap.gen) for site in sites))
     rows = []
     visits: dict[str, Visits] = {}
     for i, site in enumerate(sites):
-        rt = dict(zip(days, snap.hashes[i * len(days) : (i + 1) * len(days)], strict=True))
+        rt = dict(zip(days, snap.days[i * len(days) : (i + 1) * len(days)], strict=True))
         day_total, _ = merge.pageviews_by_day(docs[i], rt)
         pv = sum(day_total.values())
         if pv > 0:

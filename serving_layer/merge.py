@@ -1,4 +1,4 @@
-"""The merge arithmetic: batch documents plus realtime fields, per tile, bucket and range.
+"""The merge arithmetic: batch documents plus realtime days, per tile, bucket and range.
 
 Batch values hold the events below the generation's cut and realtime values those at or above it,
 so page views add up and unique visitors are the union of the sketches, never a sum. Pure
@@ -13,20 +13,14 @@ from datetime import datetime
 
 from config.memo import memo
 from serving_layer.answers import Distinct, Visits
-from serving_layer.model import BatchDoc
+from serving_layer.model import BatchDoc, Cell, Measure, RealtimeDay
 from serving_layer.tiling import Granularity, Tile, buckets, tile
-from stores.base import PV, SKETCH, VISIT_FIELDS, hour_field
 from views import sketches
 from views.scopes import scope_of
 
-PV_HOURS = tuple(hour_field(PV, h) for h in range(24))
-SK_HOURS = tuple(hour_field(SKETCH, h) for h in range(24))
-SK_HOURS_SET = frozenset(SK_HOURS)
-HOUR_FIELDS = {kind: tuple(hour_field(kind, h) for h in range(24)) for kind in (PV, SKETCH, *VISIT_FIELDS)}
-
 
 def pageviews_by_day(
-    docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]
+    docs: dict[str, BatchDoc], rt: dict[str, RealtimeDay]
 ) -> tuple[dict[str, int], dict[str, list[int]]]:
     """Per day, batch + realtime: the day's total and its 24 hours (each tile is then one lookup)."""
     day_total: dict[str, int] = {}
@@ -35,17 +29,13 @@ def pageviews_by_day(
         doc = docs.get(day)
         total = doc.pv if doc else 0
         hours = list(doc.h_pv) if doc else [0] * 24
-        for name, raw in values.items():
-            if name == PV:
-                total += int(raw)
-            elif name.startswith(PV):
-                hours[int(name[len(PV) + 1 :])] += int(raw)
-        day_total[day], day_hours[day] = total, hours
+        day_total[day] = total + values.pv
+        day_hours[day] = [h + r for h, r in zip(hours, values.h_pv, strict=True)]
     return day_total, day_hours
 
 
 def visits_by_day(
-    docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]
+    docs: dict[str, BatchDoc], rt: dict[str, RealtimeDay]
 ) -> tuple[dict[str, Visits], dict[str, list[Visits]]]:
     """Per day, batch + realtime visits (realtime values may be negative: retractions): the day's
     total and its 24 hours."""
@@ -55,16 +45,10 @@ def visits_by_day(
         doc = docs.get(day)
         total = Visits(*doc.visits) if doc is not None and doc.visits else Visits()
         hours = [Visits(*v) for v in doc.h_visits] if doc is not None and doc.h_visits else [Visits()] * 24
-        total = total + _visits_of(values, None)
-        hours = [h + _visits_of(values, hour) for hour, h in enumerate(hours)]
+        total = total + Visits(*values.visits)
+        hours = [h + Visits(*r) for h, r in zip(hours, values.h_visits, strict=True)]
         day_total[day], day_hours[day] = total, hours
     return day_total, day_hours
-
-
-def _visits_of(values: dict[str, bytes], hour: int | None) -> Visits:
-    names = [name if hour is None else HOUR_FIELDS[name][hour] for name in VISIT_FIELDS]
-    vi, bo, du, vv = (int(values.get(n, 0)) for n in names)
-    return Visits(vi, bo, du, vv)
 
 
 def visits(tiles: Sequence[Tile], day_total: dict[str, Visits], day_hours: dict[str, list[Visits]]) -> Visits:
@@ -80,21 +64,31 @@ def pageviews(tiles: Sequence[Tile], day_total: dict[str, int], day_hours: dict[
 
 @memo("api_read_plan_cache_bytes")
 def read_plan(
-    start: datetime, end: datetime, granularity: Granularity, kinds: tuple[str, ...]
-) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Per day, the realtime fields a series query reads: the series' tiles, plus for unique
+    start: datetime, end: datetime, granularity: Granularity, measures: tuple[Measure, ...]
+) -> tuple[tuple[str, tuple[Cell, ...]], ...]:
+    """Per day, the realtime cells a series query reads: the series' tiles, plus for unique
     visitors the coarsest tiling of the whole range (its union). Cached like the tiling."""
     series_tiles = [t for b in buckets(start, end, granularity) for t in b.tiles]
-    fields: dict[str, set[str]] = {}
-    for kind in kinds:
-        tiles = [*series_tiles, *tile(start, end)] if kind == SKETCH else series_tiles
-        hourly = HOUR_FIELDS[kind]
+    cells: dict[str, set[Cell]] = {}
+    for measure in measures:
+        tiles = [*series_tiles, *tile(start, end)] if measure is Measure.VISITORS else series_tiles
         for t in tiles:
-            fields.setdefault(t.day, set()).add(kind if t.hour is None else hourly[t.hour])
-    return tuple((day, tuple(sorted(fields[day]))) for day in sorted(fields))
+            cells.setdefault(t.day, set()).add((measure, t.hour))
+    return tuple((day, tuple(sorted(cells[day], key=_cell_order))) for day in sorted(cells))
 
 
-def distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, dict[str, bytes]]) -> Distinct:
+def _cell_order(cell: Cell) -> tuple[str, int]:
+    measure, hour = cell
+    return measure.value, -1 if hour is None else hour
+
+
+def hourly_uniques(cells: tuple[Cell, ...]) -> bool:
+    """Whether ``cells`` read the visitors of some hour (the day's batch hour sketches are then
+    needed too)."""
+    return any(measure is Measure.VISITORS and hour is not None for measure, hour in cells)
+
+
+def distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, RealtimeDay]) -> Distinct:
     """Unique visitors over tiles: the union of their sketches, or the exact batch count when a
     single tile holds data and no realtime sketch contributes (a union with empty sets is the set).
 
@@ -111,12 +105,12 @@ def distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, dic
             if doc is not None and doc.sk is not None:
                 found.append(doc.sk)
                 exact.append(doc.uv)
-            rt_sk = values.get(SKETCH)
+            rt_sk = values.sk
         else:
             if doc is not None and doc.h_pv[t.hour]:
                 batch_hours.setdefault(t.day, []).append(t.hour)
                 exact.append(doc.h_uv[t.hour])
-            rt_sk = values.get(SK_HOURS[t.hour])
+            rt_sk = values.h_sk[t.hour]
         if rt_sk is not None:
             found.append(rt_sk)
             realtime = True
@@ -129,7 +123,7 @@ def distinct(tiles: Sequence[Tile], docs: dict[str, BatchDoc], rt: dict[str, dic
 
 
 def summed_rankings(
-    rankings: list[list[tuple[str, int]]], realtime: list[list[tuple[str, float]]]
+    rankings: list[list[tuple[str, int]]], realtime: list[list[tuple[str, int]]]
 ) -> dict[str, int]:
     """Page views per key over the days: the batch day rankings plus the realtime ranking sets."""
     totals: dict[str, int] = {}
@@ -138,7 +132,7 @@ def summed_rankings(
             totals[key] = totals.get(key, 0) + pv
     for entries in realtime:
         for key, score in entries:
-            totals[key] = totals.get(key, 0) + int(score)
+            totals[key] = totals.get(key, 0) + score
     return totals
 
 

@@ -7,8 +7,8 @@ view be declared while the platform runs without a single inexact answer.
 from __future__ import annotations
 
 from serving_layer.model import GenerationInfo
-from stores.base import view_mark
 from views import get_view
+from views.registry import view_mark
 
 
 def per_site(gen: GenerationInfo, view: str) -> bool:

@@ -22,14 +22,16 @@ from serving_layer.answers import Coverage, lost_of
 from serving_layer.consistency import pending
 from serving_layer.model import (
     ConsistencyTimeout,
+    DayRead,
     GenerationInfo,
-    HashRead,
     NothingServed,
     RankRead,
+    RealtimeDay,
     RealtimeUnavailable,
 )
 from serving_layer.queries import ReadAfter
-from stores.base import BatchReader, RealtimeReader
+from stores.batch_views import BatchReader
+from stores.realtime_views import EMPTY_DAY, RealtimeReader
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +43,13 @@ MAX_POLL_S = 0.25
 @dataclass
 class Snapshot:
     gen: GenerationInfo
-    hashes: list[dict[str, bytes]]
-    ranks: list[list[tuple[str, float]]]
+    days: list[RealtimeDay]
+    ranks: list[list[tuple[str, int]]]
     coverage: Coverage
     views: frozenset[str] | None = None
     """What the speed layer counted the generation with (None: nothing counted, or Redis down)."""
-    visit_flags: frozenset[str] = frozenset()
-    """``{site}|{day}`` whose realtime visits may not be exact."""
+    visit_flags: frozenset[tuple[str, str]] = frozenset()
+    """(site, day) whose realtime visits may not be exact."""
     full: bool = True
     """Holds the query's values (False: a waiting query's poll of the pointer and commit only)."""
 
@@ -71,12 +73,12 @@ class Snapshots:
         self.poll_s = poll_s
 
     async def take(
-        self, hashes: Sequence[HashRead], ranks: Sequence[RankRead], after: ReadAfter | None
+        self, days: Sequence[DayRead], ranks: Sequence[RankRead], after: ReadAfter | None
     ) -> Snapshot:
         """A snapshot that covers ``after``'s offsets (any snapshot without it); raises
         ConsistencyTimeout naming the partitions still pending once ``after.wait_s`` has passed."""
         started = time.monotonic()
-        snap = await self.once(hashes, ranks)
+        snap = await self.once(days, ranks)
         if after is None:
             return snap
         interval = self.poll_s
@@ -86,7 +88,7 @@ class Snapshots:
             if not missing:
                 if snap.full:
                     return snap
-                snap = await self.once(hashes, ranks)  # covered: now read the query's values
+                snap = await self.once(days, ranks)  # covered: now read the query's values
                 continue
             waited = time.monotonic() - started
             if waited >= after.wait_s:
@@ -94,11 +96,11 @@ class Snapshots:
             await asyncio.sleep(min(interval, after.wait_s - waited))
             interval = min(2 * interval, MAX_POLL_S)
             snap = await self.once((), ())  # only the pointer and the commit, until they cover
-            snap.full = not hashes and not ranks
+            snap.full = not days and not ranks
 
-    async def once(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> Snapshot:
+    async def once(self, days: Sequence[DayRead], ranks: Sequence[RankRead]) -> Snapshot:
         try:
-            rt = await self.realtime.snapshot(hashes, ranks)
+            rt = await self.realtime.snapshot(days, ranks)
         except RealtimeUnavailable as exc:
             log.warning("answering from the batch views alone: %s", exc)
             self.on_degraded("redis", exc)
@@ -109,7 +111,7 @@ class Snapshots:
             coverage = Coverage(
                 gen.gen, gen.cut, gen.started_at, rt.commit.offsets, False, (), lost_of(gen), rt.stamp
             )
-            return Snapshot(gen, rt.hashes, rt.ranks, coverage, rt.views, rt.visit_flags)
+            return Snapshot(gen, rt.days, rt.ranks, coverage, rt.views, rt.visit_flags)
         # Redis is down or has lost its data: the durable registry names the served generation.
         served = await self.batch.served_generation()
         if served is None:
@@ -117,4 +119,4 @@ class Snapshots:
         coverage = Coverage(
             served.gen, served.cut, served.started_at, None, True, (REALTIME,), lost_of(served)
         )
-        return Snapshot(served, [{} for _ in hashes], [[] for _ in ranks], coverage)
+        return Snapshot(served, [EMPTY_DAY for _ in days], [[] for _ in ranks], coverage)

@@ -66,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     from speed_layer.commit import RealtimeStateLost
     from speed_layer.job import SpeedJob
     from speed_layer.progress import print_progress
-    from speed_layer.rebuild import rebuild
     from stack.waiting import wait_for_services
 
     try:
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             if pid is not None and pid != os.getpid():
                 print(f"stop the speed layer first (pid {pid}): make speed-stop", file=sys.stderr)
                 return 2
-            rebuild(settings)
+            SpeedJob(settings).rebuild()
             return 0
         # A start while Kafka, MongoDB or Redis is down waits for them, as the running job does.
         wait_for_services(settings, job="the speed layer")

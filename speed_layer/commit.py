@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tenacity import (
     RetryCallState,
@@ -41,6 +41,7 @@ from tenacity import (
 
 from generations.model import Offsets, SpeedCommit
 from generations.registry import GenerationRegistry
+from speed_layer.outputs import RealtimeRows
 from speed_layer.progress import BatchReport, stats_record
 from speed_layer.writes import RowWrites
 from stores.redis.current_visitors import CurrentVisitorsSink
@@ -55,9 +56,9 @@ REDIS_RETRY_WAIT_S = 1.0
 
 T = TypeVar("T")
 
-RowsFor = Callable[[dict[int, Offsets]], list[Any]]
-"""The view rows of the micro-batch for these active generations (each row names its ``gen`` and
-``view``: views.rows), computed again only when the active set changed during the commit."""
+RowsFor = Callable[[dict[int, Offsets]], RealtimeRows]
+"""The realtime rows of the micro-batch for these active generations (speed_layer.outputs), computed
+again only when the active set changed during the commit."""
 
 
 class RealtimeStateLost(RuntimeError):
@@ -205,7 +206,7 @@ class _PendingCommit:
     report: BatchReport
     rows_for: RowsFor
     computed_for: dict[int, Offsets] | None = None
-    rows: list[Any] = field(default_factory=list)
+    rows: RealtimeRows = field(default_factory=RealtimeRows)
 
 
 class _NoActiveGeneration(Exception):

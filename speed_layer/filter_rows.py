@@ -14,7 +14,7 @@ event, and the sink encodes them straight from Arrow.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from speed_layer.visits import SIGN
 from stores.redis.filter_rows import GEN
@@ -29,8 +29,6 @@ VIEW = "#filters"
 """The ``view`` of the filter rows among a micro-batch's collected rows."""
 PREFIX = "_ft_"
 """What the filter rows' columns are named with among the collected rows."""
-TABLE = "table"
-"""The field of the block (:func:`split_table`) that holds the rows, an Arrow table."""
 
 
 def counted(dimensions: Sequence[Dimension], on: bool) -> bool:
@@ -85,20 +83,3 @@ def split_table(table: pa.Table) -> tuple[pa.Table | None, pa.Table]:
     filters = filters.rename_columns([GEN, *filter_table.COLUMNS])
     others = table.filter(pc.invert(is_filter)).drop_columns(columns)
     return filters, others
-
-
-def block(filters: pa.Table) -> dict[str, Any]:
-    """The filter rows as one of the micro-batch's rows (:func:`split` takes it out again)."""
-    return {"view": VIEW, TABLE: filters}
-
-
-def split(collected: Sequence[Any]) -> tuple[pa.Table | None, list[Any]]:
-    """A micro-batch's rows: its filter rows' table (None without one), and the other rows."""
-    table: pa.Table | None = None
-    others: list[Any] = []
-    for row in collected:
-        if row["view"] == VIEW:
-            table = row[TABLE]
-        else:
-            others.append(row)
-    return table, others

@@ -8,7 +8,9 @@ One module per concern:
   rebuild of its state from the log.
 - :mod:`speed_layer.visits`: the visits in the scan, a state per Kafka partition, and
   :mod:`speed_layer.visit_rebuild`, its rebuild from the master dataset and the log.
-- this module: the job's clients and one micro-batch (:meth:`SpeedJob.process`).
+- this module: the job's clients and one micro-batch (:meth:`SpeedJob.process`); the composition
+  root of the job: it builds the stores it writes and the :class:`~speed_layer.context.SpeedContext`
+  the modules below it work with (none of them sees the job).
 - :mod:`speed_layer.micro_batch`: a micro-batch's Spark work and its guarantees (the dedup's
   marks, the counts, the dead letters, the generations' tags).
 - :mod:`speed_layer.outputs`: what the counted events become, the realtime rows (the views, the
@@ -51,18 +53,24 @@ from ingest.producer import EventProducer
 from ingest.topics import log_end_offsets
 from speed_layer import filter_rows
 from speed_layer.commit import Committer, already_committed, redis_call
+from speed_layer.context import SpeedContext
 from speed_layer.dedup import ScanDedup
 from speed_layer.micro_batch import DLQ_SOURCE, MicroBatch
 from speed_layer.progress import BatchReport, lag_of
+from speed_layer.rebuild import reset
 from speed_layer.stream import batch_offsets, initial_offsets, start_query, starting_offsets
 from speed_layer.visit_rebuild import fresh_start
 from speed_layer.visits import ScanVisits, dimensions_mark
 from stores.mongo import client as mongo_client
+from stores.mongo.codec import stored_layout
+from stores.mongo.generations import MongoGenerationStore
+from stores.mongo.manifest import MongoManifest
+from stores.parquet.master import MasterReader
 from stores.redis import client as redis_client
-from stores.redis import keys, visit_state
+from stores.redis import visit_state
 from stores.redis.current_visitors import CurrentVisitorsSink
-from stores.redis.handshake import RedisSpeedCommits, speed_commit
-from views import all_views, filter_table, fingerprint, input_columns, sessions
+from stores.redis.handshake import RedisHotCopy, RedisSpeedCommits, speed_commit
+from views import all_views, filter_table, fingerprint, input_columns, sessions, view_mark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +90,9 @@ class SpeedJob:
         self.mongo = mongo_client.connect(settings)
         self.redis = redis_client.connect(settings)
         self.registry = GenerationRegistry(
-            self.mongo[settings.mongo_db], self.redis, lambda: log_end_offsets(settings)
+            MongoGenerationStore(self.mongo[settings.mongo_db]),
+            RedisHotCopy(self.redis),
+            lambda: log_end_offsets(settings),
         )
         self.dlq = EventProducer(settings)
         # The views are fixed for the life of the job: a view declared later is counted from the
@@ -91,11 +101,29 @@ class SpeedJob:
         self.dimensions = list(self.views)
         self.filter_table = filter_rows.counted(self.dimensions, settings.filter_table)
         """Whether each micro-batch also makes the filter table's rows (speed_layer.filter_rows)."""
-        marks = [keys.view_mark(v.name, fingerprint(v)) for v in self.views]
-        self.view_marks = sorted([*marks, filter_table.mark()] if self.filter_table else marks)
+        layout = stored_layout()  # the batch views' (views.registry.pass_fingerprint)
+        marks = [view_mark(v.name, fingerprint(v, layout)) for v in self.views]
+        self.view_marks = sorted([*marks, filter_table.mark(layout)] if self.filter_table else marks)
         self.input_columns = input_columns(self.views, self.spark)
         self.dedup = ScanDedup(self.spark, settings)
         self.visits = ScanVisits(self.spark, self.dedup.namespace)
+        self.context = SpeedContext(
+            settings,
+            self.spark,
+            self.redis,
+            self.dimensions,
+            self.input_columns,
+            self.filter_table,
+            self.dedup,
+            self.visits,
+            self.dlq,
+            MasterReader(
+                settings.master_uri,
+                settings.speed_dedup_window_s,
+                MongoManifest(self.mongo[settings.mongo_db]),
+            ),
+        )
+        """What a micro-batch and the state rebuilds work with (they see no more of the job)."""
         self.last: BatchReport | None = None
         self._lag: dict[int, int] = {}
         self._stop = threading.Event()
@@ -108,6 +136,12 @@ class SpeedJob:
                 self.redis, settings.current_visitors_exact_limit, settings.current_visitors_max_minutes
             ),
         )
+
+    def rebuild(self) -> None:
+        """Rebuild the realtime views from the log after Redis lost them (speed_layer.rebuild):
+        forget what is left of them, then run from the cuts until caught up."""
+        reset(self.registry, self.context)
+        self.run(available_now=True)
 
     def close(self) -> None:
         self.dlq.flush()
@@ -127,12 +161,10 @@ class SpeedJob:
                 log.warning(
                     "the visit state does not match the declared views: rebuilding the realtime views"
                 )
-                from speed_layer.rebuild import reset
-
-                reset(self)
+                reset(self.registry, self.context)
                 fresh = True
             if fresh:
-                fresh_start(self, start)
+                fresh_start(self.context, start)
         # States this JVM holds for the query are from before this start: rebuilt from the log.
         self.dedup.forget()
         self.visits.forget()
@@ -185,7 +217,7 @@ class SpeedJob:
             self.last = report
             return
         starts = prev_offsets if prev_offsets is not None else self._initial_offsets()
-        batch = MicroBatch(self, df, starts, end_offsets, report)
+        batch = MicroBatch(self.context, df, starts, end_offsets, self.visit_meta(), report)
         # The micro-batch's one Spark job, for the generations active now (the commit computes the
         # rows again only if that set changes before it): its dead letters go out here.
         active = redis_call(self.registry.active_cuts)

@@ -11,6 +11,10 @@ Spark job, over what the steps before kept in memory (:class:`Materialised`), gi
 - with the filter table on, its rows per generation (speed_layer.filter_rows), split out of the
   collected Arrow table as a table.
 
+The job collects them in one frame (one Spark job, one collect); :func:`rows` splits what it
+collected into :class:`RealtimeRows`, one field per kind of row, so nothing past the collect tells
+kinds of rows apart by a marker.
+
 The guarantees around it (the contract's verdicts, the dedup, the counts and dead letters, the
 generations' tags, the exactly-once commit) are the micro-batch's (speed_layer.micro_batch). The
 speed layer's throughput floor (bench/speed_floor.py) runs this same function over events parsed
@@ -21,24 +25,45 @@ the price of those guarantees.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 from generations.model import Offsets
 from speed_layer import current_visitors, filter_rows
-from speed_layer.visits import Marker, entry_rows, visit_rows
+from speed_layer.visits import Marker, VisitProgress, entry_rows, split_flags, visit_rows
+from stores.redis.current_visitors import MinuteRow
 from views import sessions
 from views.dimension import Dimension
 from views.shared_pass import assemble, count_events, keyed_events
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 TAGS = "_tags"
 """The active generations whose cut a record is at or past."""
 COUNTED = "_counted"
 """Whether a record is a counted page view (accepted by the contract, not a duplicate)."""
+
+
+@dataclass
+class RealtimeRows:
+    """What a micro-batch's Spark job gives for the active generations, one field per kind of row
+    (speed_layer.writes turns each into its store's writes)."""
+
+    views: list[Any] = field(default_factory=list)
+    """The realtime view rows (views.rows with ``gen`` and ``view``, mappings): page views,
+    sketches and the visits' deltas, retractions included."""
+    visit_flags: list[tuple[int, str, str]] = field(default_factory=list)
+    """(generation, site, day) whose realtime visits may not be exact."""
+    minutes: list[MinuteRow] = field(default_factory=list)
+    """The current visitors' rows (speed_layer.current_visitors)."""
+    filters: pa.Table | None = None
+    """The filter table's rows (``gen`` and views.filter_table.COLUMNS); None with the table off."""
+    visit_progress: VisitProgress | None = None
+    """Where the visit bookkeeping moves with this micro-batch (set by the driver after the job:
+    speed_layer.micro_batch); None when no view counts visits."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +106,10 @@ def rows(
     single: bool,
     materialise: Materialised,
     active: dict[int, Offsets],
-) -> list[Any]:
-    """The collected rows of the ``tagged`` records' counted page views (:data:`COUNTED`; the
-    records in the scan's order; one task each with ``single``, no exchange): every row a mapping,
-    the filter table's as one block (speed_layer.filter_rows.block). ``visits``: the range's visit
+) -> RealtimeRows:
+    """The realtime rows of the ``tagged`` records' counted page views (:data:`COUNTED`; the
+    records in the scan's order; one task each with ``single``, no exchange), collected in one job
+    and split by kind (:class:`RealtimeRows`). ``visits``: the range's visit
     function (speed_layer.visits; needed when the views count visits), for the ``active``
     generations (the cuts ``tagged`` was tagged with)."""
     settings, dims = outputs.settings, outputs.dimensions
@@ -120,10 +145,14 @@ def rows(
         filters = filter_rows.rows(by_generation(keyed), dims, single, signed_visits)
         view_rows = view_rows.unionByName(filters, allowMissingColumns=True)
     table, collected = filter_rows.split_table(view_rows.toArrow())
-    result: list[Any] = collected.to_pylist()
-    if table is not None:
-        result.append(filter_rows.block(table))
-    return result
+    return split(collected.to_pylist(), table)
+
+
+def split(collected: list[Any], filters: pa.Table | None = None) -> RealtimeRows:
+    """The collected rows (mappings; the filter rows' table apart: ``filters``) by kind."""
+    minutes, rest = current_visitors.split(collected)
+    views, flags = split_flags(rest)
+    return RealtimeRows(views, flags, minutes, filters)
 
 
 def views_with_visits(

@@ -12,44 +12,37 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from config.settings import Settings
 from config.spark import hadoop_path
-
-if TYPE_CHECKING:
-    from speed_layer.job import SpeedJob
 from stores.redis import visit_state
 from stores.redis.handshake import forget_speed_commits
 from stores.redis.teardown import drop_generations, realtime_generations
 
+if TYPE_CHECKING:
+    from generations.registry import GenerationRegistry
+    from speed_layer.context import SpeedContext
+
 log = logging.getLogger(__name__)
 
 
-def rebuild(settings: Settings) -> None:
-    from speed_layer.job import SpeedJob
-
-    job = SpeedJob(settings)
-    reset(job)
-    job.run(available_now=True)
-
-
-def reset(job: SpeedJob) -> None:
+def reset(registry: GenerationRegistry, context: SpeedContext) -> None:
     """Forget the realtime views of every active generation, the speed layer's commit, its
-    checkpoint and its visit state: the next start counts from the cuts again."""
-    active = job.registry.ensure_hot_copy()
-    stale = realtime_generations(job.redis) | set(active)
-    dropped = drop_generations(job.redis, stale)
-    forget_speed_commits(job.redis)
-    _delete_checkpoint(job)
+    checkpoint and its visit state: the next start counts from the cuts again (the job runs the
+    rebuild: speed_layer.job.SpeedJob.rebuild)."""
+    active = registry.ensure_hot_copy()
+    stale = realtime_generations(context.redis) | set(active)
+    dropped = drop_generations(context.redis, stale)
+    forget_speed_commits(context.redis)
+    _delete_checkpoint(context)
     log.info(
         "rebuilding realtime views of generations %s (dropped %d stale keys of %s)",
         sorted(active),
         dropped,
         sorted(stale),
     )
-    visit_state.clear(job.redis, "")
+    visit_state.clear(context.redis, "")
 
 
-def _delete_checkpoint(job: SpeedJob) -> None:
-    fs, path = hadoop_path(job.spark, job.settings.speed_checkpoint_uri)
+def _delete_checkpoint(context: SpeedContext) -> None:
+    fs, path = hadoop_path(context.spark, context.settings.speed_checkpoint_uri)
     if fs.exists(path):
         fs.delete(path, True)

@@ -26,13 +26,11 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from batch_layer.master import MasterDataset
 from generations.model import Offsets
 from speed_layer.dedup import counted
 from speed_layer.outputs import COUNTED
 from speed_layer.stream import at_or_past, read_range
 from speed_layer.visits import Horizon, dimensions_mark
-from stores.mongo.manifest import MongoManifest
 from stores.redis import visit_state
 from views import sessions
 from views.dimension import Dimension
@@ -43,18 +41,19 @@ if TYPE_CHECKING:
 
     from pyspark.sql import Column, DataFrame
 
-    from speed_layer.job import SpeedJob
+    from speed_layer.context import SpeedContext
+    from stores.parquet.master import MasterReader
 
 log = logging.getLogger(__name__)
 
 
-def fresh_start(job: SpeedJob, start: Offsets | None) -> None:
+def fresh_start(context: SpeedContext, start: Offsets | None) -> None:
     """Start the visit bookkeeping over for a stream from ``start``: its watermark is the newest
     log-append time of the master dataset's events below ``start`` (the visits the states are
     seeded with), and its cut-off the horizon's from there."""
-    settings = job.settings
-    mark = dimensions_mark(job.dimensions)
-    events = None if start is None else _master(job).read(job.spark)
+    settings = context.settings
+    mark = dimensions_mark(context.dimensions)
+    events = None if start is None else context.master.read(context.spark)
     newest = None
     if events is not None:
         from pyspark.sql import functions as F
@@ -63,29 +62,29 @@ def fresh_start(job: SpeedJob, start: Offsets | None) -> None:
         row = events.where(~at_or_past(start)).agg(F.max(F.unix_millis("log_time"))).first()
         newest = None if row is None else row[0]
     if newest is None:
-        visit_state.clear(job.redis, mark)
+        visit_state.clear(context.redis, mark)
         log.info("visit state: starts empty (no event of the master dataset is below the stream's start)")
         return
     horizon = Horizon(int(newest), visit_state.NEVER, settings.visit_lateness_s, settings.session_gap_s)
-    visit_state.clear(job.redis, mark, horizon.watermark_ms, horizon.drop_before_us)
+    visit_state.clear(context.redis, mark, horizon.watermark_ms, horizon.drop_before_us)
 
 
-def rebuild(job: SpeedJob, starts: Offsets, ends: Offsets, horizon: Horizon) -> Any:
+def rebuild(context: SpeedContext, starts: Offsets, ends: Offsets, horizon: Horizon) -> Any:
     """Rebuild the visit states of every partition of the micro-batch at ``starts``; returns the
     seed for the micro-batch's function (speed_layer.visits.Marker.seed)."""
     t0 = time.monotonic()
     at = {p: starts.get(p, 0) for p in ends}
-    master = _master(job)
+    master = context.master
     absorbed = master.absorbed_until()
     seed_at = {p: min(absorbed.get(p, 0), o) for p, o in at.items()}
-    seed = job.visits.seed(seed_at)
+    seed = context.visits.seed(seed_at)
     seeded = 0
-    visits = _seed_visits(job, master, seed_at, horizon)
+    visits = _seed_visits(context, master, seed_at, horizon)
     if visits is not None:
         seeded = int(seed.add(visits._jdf.toLocalIterator()))
     replay = {p: (seed_at[p], at[p]) for p in at if seed_at[p] < at[p]}
     if replay:
-        _replay(job, seed, replay, horizon)
+        _replay(context, seed, replay, horizon)
     log.info(
         "visit state rebuilt at %s: %d visits seeded from the master dataset, %d records of log replayed, "
         "in %.1f s",
@@ -97,23 +96,21 @@ def rebuild(job: SpeedJob, starts: Offsets, ends: Offsets, horizon: Horizon) -> 
     return seed
 
 
-def _master(job: SpeedJob) -> MasterDataset:
-    return MasterDataset(job.settings, MongoManifest(job.mongo[job.settings.mongo_db]))
-
-
-def _seed_visits(job: SpeedJob, master: MasterDataset, below: Offsets, horizon: Horizon) -> DataFrame | None:
+def _seed_visits(
+    context: SpeedContext, master: MasterReader, below: Offsets, horizon: Horizon
+) -> DataFrame | None:
     """The visits of the master dataset's events below ``below`` that the horizon still holds
     (:func:`seed_visits`), read from the days of its cut-off onwards."""
     first_day = datetime.fromtimestamp(max(horizon.dropped_before_us, 0) / 1e6, UTC).strftime("%Y-%m-%d")
     days = [d for d in master.days() if d >= first_day]
-    events = master.read(job.spark, days) if days else None
+    events = master.read(context.spark, days) if days else None
     if events is None:
         return None
     return seed_visits(
         events.where(~at_or_past(below)),
-        job.dimensions,
-        job.input_columns,
-        job.settings.session_gap_s,
+        context.dimensions,
+        context.input_columns,
+        context.settings.session_gap_s,
         horizon.dropped_before_us,
     )
 
@@ -165,19 +162,19 @@ def seed_visits(
     )
 
 
-def _replay(job: SpeedJob, seed: Any, ranges: dict[int, tuple[int, int]], horizon: Horizon) -> None:
+def _replay(context: SpeedContext, seed: Any, ranges: dict[int, tuple[int, int]], horizon: Horizon) -> None:
     """Merge the counted page views of the log ``ranges`` into the seed's states (and move the
     dedup's states of those partitions to the ranges' ends)."""
     starts = {p: a for p, (a, _) in ranges.items()}
     ends = {p: b for p, (_, b) in ranges.items()}
-    records = read_range(job.spark, job.settings, ranges, job.input_columns)
-    marked, dedup_marker = job.dedup.mark(records, starts, ends)
-    job.dedup.rebuild(dedup_marker, starts, ends)
+    records = read_range(context.spark, context.settings, ranges, context.input_columns)
+    marked, dedup_marker = context.dedup.mark(records, starts, ends)
+    context.dedup.rebuild(dedup_marker, starts, ends)
     records = marked.select("*", counted().alias(COUNTED))
     # Each key per event: a key per distinct value would read the records once more first.
     keyed = keyed_events(
-        records, job.dimensions, ["kafka_partition", "kafka_offset", COUNTED], single_partition=True
+        records, context.dimensions, ["kafka_partition", "kafka_offset", COUNTED], single_partition=True
     )
-    marker = job.visits.marker(starts, ends, horizon)
+    marker = context.visits.marker(starts, ends, horizon)
     marker.seed(seed)
-    marker.apply(keyed, job.dimensions, COUNTED)
+    marker.apply(keyed, context.dimensions, COUNTED)

@@ -50,15 +50,14 @@ from views.dimension import Dimension
 from views.visit_scan import java_ints
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
 FLAG_VIEW = "#visit-flag"
-"""Collected rows that flag a (generation, site, day) whose realtime visits may not be exact."""
+"""The ``view`` of the flag rows in the micro-batch's one collect: rows that flag a (generation,
+site, day) whose realtime visits may not be exact (split out by :func:`split_flags`; nothing past
+the collect sees them as rows)."""
 FLAG_DIMENSION = -1
 """The dimension index of :meth:`Marker.entries`' flag rows (``VisitEntries.FLAG``)."""
-META_VIEW = "#visit-meta"
-"""The one row (added by the driver) with the state's new watermark and its drop cut-off."""
 MIN_US = visit_state.NEVER
 MISSING = "VisitStateMissing"
 """What the error of a task whose partition's visit state is not at its range's start says."""
@@ -66,8 +65,14 @@ SIGN = "_sign"
 """The column :meth:`Marker.signed` gives each visit: 1, or -1 for a retraction."""
 
 
-def meta_row(watermark_ms: int, drop_before_us: int) -> dict[str, Any]:
-    return {"gen": None, "view": META_VIEW, "key": str(drop_before_us), "day": "", "aux": str(watermark_ms)}
+@dataclass(frozen=True)
+class VisitProgress:
+    """What a micro-batch moves the visit bookkeeping to (the driver's, after its Spark job): the
+    state's new watermark (the newest log-append time committed) and the cut-off before which
+    ended visits leave it."""
+
+    watermark_ms: int
+    drop_before_us: int
 
 
 @dataclass(frozen=True)
@@ -303,41 +308,27 @@ def visit_rows(signed_visits: DataFrame, dimensions: Sequence[Dimension]) -> tup
     return deltas, flags
 
 
-@dataclass
-class VisitUpdate:
-    """What a micro-batch changes in the visit bookkeeping, from its collected rows."""
-
-    flags: list[tuple[int, str, str]]
-    """(generation, site, day) whose realtime visits may not be exact."""
-    watermark_ms: int | None = None
-    drop_before_us: int | None = None
-
-    def sink(self) -> VisitStateSink | None:
-        """The bookkeeping's sink for this update (None when the batch carried no visits)."""
-        if self.watermark_ms is None or self.drop_before_us is None:
-            return None
-        sink = VisitStateSink(self.drop_before_us, self.watermark_ms)
-        for gen, site, day in self.flags:
-            sink.add_flag(gen, site, day)
-        return sink
+def state_sink(
+    flags: Sequence[tuple[int, str, str]], progress: VisitProgress | None
+) -> VisitStateSink | None:
+    """The bookkeeping's sink for a micro-batch's flags ((generation, site, day) whose realtime
+    visits may not be exact) and progress (None when the batch carried no visits: no sink)."""
+    if progress is None:
+        return None
+    sink = VisitStateSink(progress.drop_before_us, progress.watermark_ms)
+    for gen, site, day in flags:
+        sink.add_flag(gen, site, day)
+    return sink
 
 
-def collected_table(table: pa.Table) -> list[Any]:
-    """A micro-batch's rows collected as an Arrow table, every row as a mapping."""
-    return list(table.to_pylist())
-
-
-def split(rows: Sequence[Any]) -> tuple[list[Any], VisitUpdate]:
-    """The view rows of a micro-batch's collected rows, and its visit bookkeeping's update."""
+def split_flags(rows: Sequence[Any]) -> tuple[list[Any], list[tuple[int, str, str]]]:
+    """A micro-batch's collected rows (with the current visitors' taken out): its view rows, and
+    its flags as (generation, site, day)."""
     views: list[Any] = []
     flags: list[tuple[int, str, str]] = []
-    update = VisitUpdate(flags)
     for row in rows:
-        view = row["view"]
-        if view == META_VIEW:
-            update.watermark_ms, update.drop_before_us = int(row["aux"]), int(row["key"])
-        elif view == FLAG_VIEW:
+        if row["view"] == FLAG_VIEW:
             flags.append((int(row["gen"]), row["key"], row["day"]))
         else:
             views.append(row)
-    return views, update
+    return views, flags

@@ -1,18 +1,19 @@
-"""A micro-batch's collected rows as the writes that store them: the realtime views, the visit
-bookkeeping, the current visitors' minutes and the filter table's rows, each by its store's sink, prepared
-(what the sinks read first) and then flushed into one pipeline. The commit (speed_layer.commit)
-flushes them inside its transaction, beside the batch id and the offsets; the speed layer's
-freshness floor (bench/speed_floor.py) flushes the same writes with nothing around them."""
+"""A micro-batch's realtime rows (speed_layer.outputs.RealtimeRows) as the writes that store them:
+the realtime views, the visit bookkeeping, the current visitors' minutes and the filter table's
+rows, each by its store's sink, prepared (what the sinks read first) and then flushed into one
+pipeline. The commit (speed_layer.commit) flushes them inside its transaction, beside the batch id
+and the offsets; the speed layer's freshness floor (bench/speed_floor.py) flushes the same writes
+with nothing around them."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import redis
 
-from speed_layer import current_visitors, filter_rows, visits
+from speed_layer import visits
+from speed_layer.outputs import RealtimeRows
 from stores.redis.current_visitors import CurrentVisitorsSink
 from stores.redis.filter_rows import FilterRowsSink
 from stores.redis.sink import RedisRealtimeSink
@@ -24,18 +25,16 @@ class RowWrites:
 
     def __init__(
         self,
-        rows: Sequence[Any],
+        rows: RealtimeRows,
         views: RedisRealtimeSink,
         minute_sink: Callable[[], CurrentVisitorsSink] | None,
     ) -> None:
-        minute_rows, rest = current_visitors.split(rows)
-        filters, rest = filter_rows.split(rest)
-        view_rows, update = visits.split(rest)
+        minute_rows, filters = rows.minutes, rows.filters
         self.views = views
-        for row in view_rows:
+        for row in rows.views:
             views.add(row["gen"], row["view"], row)
         views.prepare()
-        self.state = update.sink()
+        self.state = visits.state_sink(rows.visit_flags, rows.visit_progress)
         self.minutes = minute_sink() if minute_sink is not None and minute_rows else None
         if self.minutes is not None:
             for minute in minute_rows:

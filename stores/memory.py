@@ -1,13 +1,14 @@
-"""The store interfaces in memory, both halves (stores.base): fast unit tests of the engine, a
-backend of the suite every backend passes, and the reference for a new backend.
+"""The store interfaces in memory, both halves: fast unit tests of the engine, a backend of the
+suite every backend passes, and the reference for a new backend.
 
-The batch store keeps the engine's documents (stores.base.BatchDoc) per (view, holder generation,
-key, day) and the rankings per (view, holder, day). The realtime store keeps the realtime views'
-shape (per generation, view, key and day a hash of ``pv``/``pv:HH``/``sk``/``sk:HH``; per
-generation, view and day a ranking); its sink flushes into a :class:`MemoryTransaction`, applied
-whole or not at all, as the speed layer's commit applies a Redis transaction. The batch run's
-lease has its twin too (:class:`MemoryLeaseStore`); the generation registry, its hot copy and the
-manifest have none: their protocol is tested on the real stores (tests/integration/generations/).
+The batch store keeps the engine's documents (stores.batch_views.BatchDoc) per (view, holder
+generation, key, day) and the rankings per (view, holder, day). The realtime store keeps the
+realtime views' shape (per generation, view, key and day a hash of ``pv``/``pv:HH``/``sk``/
+``sk:HH``, the layout of stores.realtime_hash, decoded as Redis' are; per generation, view and day
+a ranking); its sink flushes into a :class:`MemoryTransaction`, applied whole or not at all, as the
+speed layer's commit applies a Redis transaction. The batch run's lease has its twin too
+(:class:`MemoryLeaseStore`); the generation registry, its hot copy and the manifest have none:
+their protocol is tested on the real stores (tests/integration/generations/).
 """
 
 from __future__ import annotations
@@ -19,32 +20,21 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from generations.model import Generation
-from serving_layer.model import (
-    GENERATION_ZERO,
-    BatchUnavailable,
+from generations.model import GENERATION_ZERO, Generation, Served, SpeedCommit
+from stores import realtime_hash
+from stores.batch_views import BatchDoc, DocRef, Entry, WrittenViews
+from stores.errors import BatchUnavailable, RealtimeUnavailable, StoreUnavailable
+from stores.lease import LeaseRecord
+from stores.realtime_hash import realtime_write
+from stores.realtime_views import (
+    DayRead,
     FilterRowsBudget,
     FilterRowsSnapshot,
-    HashRead,
     RankRead,
+    RealtimeDay,
     RealtimeSnapshot,
-    RealtimeUnavailable,
-    Served,
-    SpeedCommit,
 )
-from stores.base import (
-    VISIT_FIELDS,
-    BatchDoc,
-    DocRef,
-    Entry,
-    LeaseRecord,
-    StoreUnavailable,
-    WrittenViews,
-    ranking_score,
-    realtime_write,
-    row_field,
-    visit_metric,
-)
+from stores.rows import VISIT_FIELDS, ranking_score, row_field, visit_metric
 from views.rows import HOURS
 from views.sketches import union_bytes
 
@@ -80,8 +70,8 @@ def _visit_values(row: Any) -> tuple[int, int, int, int]:
 
 @dataclass
 class MemoryBatchStore:
-    """Batch views in memory: the write half (stores.base.BatchViewWriter) and the read half
-    (stores.base.BatchReader)."""
+    """Batch views in memory: the write half (stores.batch_views.BatchViewWriter) and the read half
+    (stores.batch_views.BatchReader)."""
 
     generations: dict[int, Generation] = field(default_factory=dict)
     served: int | None = None
@@ -197,7 +187,7 @@ class MemoryBatchStore:
 
 @dataclass
 class MemoryRealtimeSink:
-    """The speed layer's sink on :class:`MemoryRealtimeStore` (stores.base.RealtimeSink): page
+    """The speed layer's sink on :class:`MemoryRealtimeStore` (stores.realtime_views.RealtimeSink): page
     views add up, sketches are unions with the stored ones, as on Redis."""
 
     store: MemoryRealtimeStore
@@ -242,7 +232,7 @@ class MemoryRealtimeSink:
 
 @dataclass
 class MemoryRealtimeStore:
-    """Realtime views in memory: the read half (stores.base.RealtimeReader); :meth:`sink` gives
+    """Realtime views in memory: the read half (stores.realtime_views.RealtimeReader); :meth:`sink` gives
     the write half of one micro-batch."""
 
     served: Served | None = None
@@ -253,8 +243,8 @@ class MemoryRealtimeStore:
     stats: dict[str, object] | None = None
     views: dict[int, frozenset[str]] = field(default_factory=dict)
     """generation -> the views (``name@fingerprint``) the speed layer counted it with."""
-    visit_flags: dict[int, set[str]] = field(default_factory=dict)
-    """generation -> ``{site}|{day}`` whose realtime visits may not be exact."""
+    visit_flags: dict[int, set[tuple[str, str]]] = field(default_factory=dict)
+    """generation -> (site, day) whose realtime visits may not be exact."""
     filter_rows: dict[tuple[int, str, str], list[bytes]] = field(default_factory=dict)
     """(generation, site, day) -> the filter table's realtime rows, Arrow IPC streams
     (stores.redis.filter_rows: one per micro-batch); append with :meth:`append_filter_rows`."""
@@ -269,7 +259,7 @@ class MemoryRealtimeStore:
         if self.down:
             raise RealtimeUnavailable("memory realtime reader is down")
 
-    async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
+    async def snapshot(self, days: Sequence[DayRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
         self._check()
         if self.served is None:
             return RealtimeSnapshot(None, self.commit, [], [])
@@ -277,15 +267,18 @@ class MemoryRealtimeStore:
         return RealtimeSnapshot(
             self.served,
             self.commit,
-            [self._fields(g, h) for h in hashes],
-            [sorted(self.ranks.get((g, r.view, r.day), {}).items()) for r in ranks],
+            [self._day(g, d) for d in days],
+            [[(k, int(v)) for k, v in sorted(self.ranks.get((g, r.view, r.day), {}).items())] for r in ranks],
             self.views.get(g),
-            frozenset(self.visit_flags.get(g, ())),
+            self._flags(g),
         )
 
-    def _fields(self, gen: int, h: HashRead) -> dict[str, bytes]:
-        stored = self.hashes.get((gen, h.view, h.key, h.day), {})
-        return {f: stored[f] for f in h.fields if f in stored}
+    def _day(self, gen: int, d: DayRead) -> RealtimeDay:
+        stored = self.hashes.get((gen, d.view, d.key, d.day), {})
+        return realtime_hash.decode(d.cells, [stored.get(f) for f in realtime_hash.fields_of(d.cells)])
+
+    def _flags(self, gen: int) -> frozenset[tuple[str, str]]:
+        return frozenset(self.visit_flags.get(gen, ()))
 
     async def speed_stats(self) -> dict[str, object] | None:
         self._check()
@@ -314,7 +307,7 @@ class MemoryRealtimeStore:
         sizes = [self.filter_sizes.get((g, site, day), (0, 0)) for day in days]
         rows, nbytes = sum(r for r, _ in sizes), sum(b for _, b in sizes)
         views = self.views.get(g)
-        flags = frozenset(self.visit_flags.get(g, ()))
+        flags = self._flags(g)
         if budget is not None and not budget.allows(g, rows, nbytes):
             return FilterRowsSnapshot(self.served, self.commit, views, [], None, rows, nbytes, True, flags)
         blobs = [b for day in days for b in self.filter_rows.get((g, site, day), [])]
@@ -330,7 +323,7 @@ class MemoryRealtimeStore:
 
 @dataclass
 class MemoryLeaseStore:
-    """The batch run's lease in memory (stores.base.LeaseStore): each write atomic under a lock,
+    """The batch run's lease in memory (stores.lease.LeaseStore): each write atomic under a lock,
     as each is one single-document write on MongoDB. ``down`` makes :meth:`extend` fail as a
     store that cannot be reached."""
 

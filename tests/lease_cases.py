@@ -1,5 +1,5 @@
 """The lease protocol's cases that hold on every lease store (batch_layer.lease over
-stores.base.LeaseStore): run on the in-memory store by tests/unit/batch_layer/test_lease.py and on
+stores.lease.LeaseStore): run on the in-memory store by tests/unit/batch_layer/test_lease.py and on
 the MongoDB-protocol server by tests/integration/batch_layer/test_batch_lease.py."""
 
 from __future__ import annotations

@@ -33,9 +33,11 @@ from serving_layer import (
     SeriesQuery,
     TopQuery,
 )
-from serving_layer.model import BatchDoc, HashRead, NotReady, RankRead, SpeedCommit
+from serving_layer.model import BatchDoc, DayRead, Measure, NotReady, RankRead, SpeedCommit
 from serving_layer.tiling import DAY, buckets
-from stores.base import PV, BatchReader, RealtimeReader
+from stores import realtime_hash
+from stores.batch_views import BatchReader
+from stores.realtime_views import RealtimeReader
 from tests.oracle import DIMENSION_KEYS, dedup
 from tests.serving_support import Logged, ServingBackend, assert_estimate, count, generation_views
 from views.sketches import estimate
@@ -342,9 +344,8 @@ class ServingOracle:
         cut = share_of(logged, 0.5)
         gen = backend.load(cut, logged)
         views = generation_views(gen, cut, logged)
-        hash_reads = [
-            HashRead(view, key, day, tuple(fields)) for (view, key, day), fields in views.hashes.items()
-        ]
+        every_cell = tuple((m, h) for m in (Measure.PAGEVIEWS, Measure.VISITORS) for h in (None, *range(24)))
+        day_reads = [DayRead(view, key, day, every_cell) for view, key, day in views.hashes]
         rank_reads = [RankRead(view, day) for view, day in views.ranks]
 
         async def read_back(batch: BatchReader, realtime: RealtimeReader) -> tuple[Any, ...]:
@@ -355,20 +356,22 @@ class ServingOracle:
                 got = await batch.documents(view, [(gen, k, d) for k, d in wanted], [True] * len(wanted))
                 docs.update({(view, k, d): doc for (k, d), doc in zip(wanted, got, strict=True)})
             rankings = {(view, day): await batch.ranking(view, gen, day) for view, day in views.rankings}
-            return generation, docs, rankings, await realtime.snapshot(hash_reads, rank_reads)
+            return generation, docs, rankings, await realtime.snapshot(day_reads, rank_reads)
 
         generation, docs, rankings, snapshot = backend.read_back(read_back)
         assert (generation.cut, generation.day_map) == (views.info.cut, views.info.day_map)
         assert docs == views.docs
         assert rankings == views.rankings
         assert snapshot.served is not None and snapshot.served.gen == gen
-        for read, got in zip(hash_reads, snapshot.hashes, strict=True):
-            expected = views.hashes[(read.view, read.key, read.day)]
-            assert set(got) == set(expected), read
-            for name, value in expected.items():
-                if name.startswith(PV):
-                    assert int(got[name]) == int(value), (read, name)
-                else:
-                    assert estimate([got[name]]) == estimate([value]), (read, name)
+        for read, got in zip(day_reads, snapshot.days, strict=True):
+            stored = views.hashes[(read.view, read.key, read.day)]
+            fields = realtime_hash.fields_of(read.cells)
+            expected = realtime_hash.decode(read.cells, [stored.get(f) for f in fields])
+            assert (got.pv, got.h_pv) == (expected.pv, expected.h_pv), read
+            got_sketches, expected_sketches = (got.sk, *got.h_sk), (expected.sk, *expected.h_sk)
+            assert [s is None for s in got_sketches] == [s is None for s in expected_sketches], read
+            for a, b in zip(got_sketches, expected_sketches, strict=True):
+                if b is not None:
+                    assert a is not None and estimate([a]) == estimate([b]), read
         for rank, entries in zip(rank_reads, snapshot.ranks, strict=True):
             assert dict(entries) == views.ranks[(rank.view, rank.day)], rank

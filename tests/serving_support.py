@@ -28,10 +28,12 @@ from generations.model import Generation
 from generations.state import GenerationState
 from serving_layer import QueryEngine
 from serving_layer.model import BatchDoc, Served, SpeedCommit
-from stores.base import BatchReader, RealtimeReader
+from stores.batch_views import BatchReader
 from stores.memory import MemoryBatchStore, MemoryRealtimeStore, MemoryTransaction
+from stores.realtime_views import RealtimeReader
 from stores.redis import keys
 from tests.oracle import DIMENSION_KEYS, Bucket, dedup, recount
+from views.registry import view_mark
 
 LG_K = 12
 VIEW_KEYS: dict[str, Callable[[PageView], str]] = DIMENSION_KEYS
@@ -189,7 +191,7 @@ def generation_views(
             hashes[(view, key, day)] = realtime_fields(b)
             realtime_rows.append(view_row(view, key, day, b))
             ranks.setdefault((view, day), {})[key] = float(b.pv)
-    counted = frozenset(keys.view_mark(view, TEST_FINGERPRINT) for view in VIEW_KEYS)
+    counted = frozenset(view_mark(view, TEST_FINGERPRINT) for view in VIEW_KEYS)
     return GenerationViews(
         info, batch_rows, realtime_rows, docs, rankings, hashes, ranks, counted, SpeedCommit(0, dict(commit))
     )

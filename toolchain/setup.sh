@@ -173,7 +173,7 @@ fi
 
 # --- 9. Class-data archive of the Spark driver JVM ----------------------------------------------
 # Every job's JVM then maps the classes a driver loads instead of parsing them again: measured,
-# a job's start (session and first shared pass) 33.5 s -> 26.6 s (config/jvm_archive.py).
+# a job's start (session and first shared pass) 33.5 s -> 26.6 s (views/jvm_archive.py).
 step "Spark driver class-data archive (a faster start for every job)"
 if ! java -version >/dev/null 2>&1; then
   echo "warning: java not found; Kafka and Spark need Java 17" >&2
@@ -187,7 +187,7 @@ else
     mkdir -p "$(dirname "$ARCHIVE")"
     echo "      running a small Spark workload that dumps its classes (about 2 minutes on 2 cores)..."
     if (cd "$ROOT" && LAMBDA_CACHE_DIR="$CACHE" LAMBDA_VAR_DIR="$CACHE/spark-cds/var" \
-        "$CACHE/venv/bin/python" -m config.jvm_archive) >"$CACHE/spark-cds/build.log" 2>&1; then
+        "$CACHE/venv/bin/python" -m views.jvm_archive) >"$CACHE/spark-cds/build.log" 2>&1; then
       done_step "$(tail -1 "$CACHE/spark-cds/build.log")"
     else
       # Not fatal: without the archive every job starts as it did before, only slower.

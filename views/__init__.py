@@ -1,7 +1,7 @@
 """Views: declared dimensions (a key per event) computed by both layers in one shared pass."""
 
 from views.dimension import NONE, SCOPE_SEPARATOR, Dimension, View, site_column
-from views.registry import all_views, declare, declared, fingerprint, get_view
+from views.registry import all_views, declare, declared, fingerprint, get_view, view_mark
 from views.scopes import describe, scope_of, stored_key, value_of
 from views.shared_pass import compute, input_columns, view_rows
 
@@ -22,5 +22,6 @@ __all__ = [
     "site_column",
     "stored_key",
     "value_of",
+    "view_mark",
     "view_rows",
 ]

@@ -97,9 +97,9 @@ class Dimension:
 
     def with_given(self, frame: DataFrame) -> DataFrame:
         """``frame`` with the columns of :attr:`given` it does not have yet."""
-        from views.shared_pass import with_given
+        from views.columns import with_given
 
-        return with_given(frame, [self])
+        return with_given(frame, self.given)
 
     def input_columns(self, spark: SparkSession, empty: DataFrame | None = None) -> tuple[str, ...]:
         """The contract fields the key reads, derived from the expression by Spark's analyser (the

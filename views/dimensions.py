@@ -1,6 +1,6 @@
 """The shipped dimensions: one declaration each, computed by both layers in one shared pass.
 
-To add a breakdown, declare it here (or in any module that calls :func:`views.registry.declare`)
+To add a breakdown, declare it here (or in any module that calls :func:`views.declarations.declare`)
 with a Spark column expression over the contract's fields; nothing else in the platform changes.
 """
 
@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from views.campaigns import MAX_UTM_LENGTH, page_key_column, utm_column
 from views.channels import CHANNELS, DIRECT, INTERNAL, channel_column, referrer_source
+from views.declarations import declare
 from views.devices import device_column
 from views.dimension import NONE, Dimension, KeyExpression, site_column
-from views.registry import declare
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

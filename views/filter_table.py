@@ -245,21 +245,21 @@ def _stripped(stored: Column) -> Column:
     return stored.substr(F.locate("|", stored) + 1, F.lit(1 << 30))
 
 
-def fingerprint() -> str:
+def fingerprint(layout: str) -> str:
     """The table's fingerprint: its columns, the key expressions of its dimensions (their views'
-    fingerprints, which cover the shared pass and the dedup rule) and this module's code. Needs an
-    active Spark session, as a view's fingerprint does."""
+    fingerprints in ``layout``, which cover the shared pass and the dedup rule) and this module's
+    code. Needs an active Spark session, as a view's fingerprint does."""
     import inspect
     import sys
 
     from views.registry import fingerprint as view_fingerprint
 
     parts = [",".join(COLUMNS), ",".join(SORT)]
-    parts += [f"{d.name}={view_fingerprint(d)}" for d in dimensions()]
+    parts += [f"{d.name}={view_fingerprint(d, layout)}" for d in dimensions()]
     parts.append(inspect.getsource(sys.modules[__name__]))
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def mark() -> str:
+def mark(layout: str) -> str:
     """What the speed layer records among its counted views when it writes the table's rows."""
-    return f"{NAME}@{fingerprint()}"
+    return f"{NAME}@{fingerprint(layout)}"

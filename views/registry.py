@@ -1,14 +1,15 @@
 """The registry of views: the one place both layers and the API look up what exists.
 
-Views are declared (:func:`declare`) when their module is imported; :func:`all_views` imports the
-shipped declarations (:mod:`views.dimensions`) first.
+Views are declared (views.declarations.declare) when their module is imported; :func:`all_views`
+imports the shipped declarations (:mod:`views.dimensions`) first.
 
 Fingerprints decide when stored batch views are stale. A view's fingerprint covers everything its
 stored values depend on: its declaration (Spark's rendering of the key expression, so an edit of
-any helper the expression calls shows), the shared pass that computes every dimension, and the
-row and document format. The batch layer stores each generation's fingerprints and recomputes in
-full every view whose fingerprint changed since the served generation; the speed layer records the
-fingerprints it counts with, so the API serves a view only where both layers agree.
+any helper the expression calls shows), the shared pass that computes every dimension, the row
+format and the stored layout (the caller's, of the batch views' backend). The batch layer stores
+each generation's fingerprints and recomputes in full every view whose fingerprint changed since
+the served generation; the speed layer records the fingerprints it counts with, so the API serves
+a view only where both layers agree.
 """
 
 from __future__ import annotations
@@ -20,17 +21,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+from views.declarations import DECLARED as _REGISTRY
+from views.declarations import declare as declare
 from views.dimension import View
-
-_REGISTRY: dict[str, View] = {}
-
-
-def declare(view: View) -> View:
-    """Make ``view`` part of the platform (a later declaration of the same name replaces it)."""
-    if not view.name.replace("_", "").isalnum() or not view.name.islower():
-        raise ValueError(f"view name {view.name!r}: use lower-case letters, digits and _")
-    _REGISTRY[view.name] = view
-    return view
 
 
 def all_views() -> list[View]:
@@ -90,35 +83,43 @@ def _scan_sources() -> list[str]:
     return [p.read_text() for p in sorted(root.rglob("*.scala"))]
 
 
-def pass_fingerprint() -> str:
+def pass_fingerprint(layout: str) -> str:
     """Hash of the code every view's stored values depend on: the shared pass as it is now (the
     live stage functions, so a patched stage shows too), the definition of a visit and its gap,
     the batch layer's visits in the scan (views.visit_scan and its expressions),
-    the device rules, the row format, the
-    stored document's layout (stores.mongo.codec: a layout a reader no longer decodes must not be
-    served), and the dedup rule with its window (a changed rule or window recomputes every view)."""
+    the device rules, the row format, the stored document's ``layout`` (what the batch views'
+    backend gives: stores.mongo.codec.stored_layout; a layout a reader no longer decodes must not
+    be served), and the dedup rule with its window (a changed rule or window recomputes every
+    view). The layout comes from the caller (the jobs, which choose the backend): views know no
+    store."""
     from config.settings import get_settings
     from contract import duplicates
-    from stores.mongo import codec
-    from views import devices, rows, sessions, shared_pass, visit_scan
+    from views import columns, devices, rows, sessions, shared_pass, visit_scan
 
-    parts = [_source(shared_pass), _source(rows), _source(sessions), repr(devices.RULES)]
+    parts = [_source(shared_pass), _source(columns), _source(rows), _source(sessions), repr(devices.RULES)]
     parts += [_source(visit_scan), *_scan_sources()]
     parts.append(f"session gap {get_settings().session_gap_s} s")
     parts += [_source(duplicates), f"dedup window {get_settings().speed_dedup_window_s} s"]
     parts += [_source(getattr(shared_pass, stage)) for stage in shared_pass.STAGES]
-    parts.append(_source(codec))
+    parts.append(layout)
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def fingerprint(view: View) -> str:
-    """The view's fingerprint (needs an active Spark session for a dimension's expression)."""
+def fingerprint(view: View, layout: str) -> str:
+    """The view's fingerprint, its values stored in ``layout`` (:func:`pass_fingerprint`; needs
+    an active Spark session for a dimension's expression)."""
     declaration = (
         f"dimension {view.name} per_site={view.per_site} visits={view.visits} "
         f"per_visit={view.per_visit} key={view.expression()}"
     )
-    digest = hashlib.sha256(f"{declaration}\0{pass_fingerprint()}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{declaration}\0{pass_fingerprint(layout)}".encode()).hexdigest()[:16]
     return digest
+
+
+def view_mark(name: str, fingerprint: str) -> str:
+    """A view as the speed layer records it for a generation it counted: ``name@fingerprint``
+    (serving_layer.readiness compares it with the generation's batch fingerprints)."""
+    return f"{name}@{fingerprint}"
 
 
 def _load_definitions() -> None:

@@ -26,11 +26,12 @@ Output, one row per (extra columns, view, key, UTC day), the shape of :mod:`view
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from config.settings import get_settings
 from views import sessions
+from views.columns import built, with_given
 from views.dimension import Dimension, View, site_column
 from views.visit_scan import GROUP, VisitScan
 
@@ -65,7 +66,7 @@ def keyed_events(
     Spark job of its own, more than the per-event expression on a small input."""
     from pyspark.sql import functions as F
 
-    events = with_given(events, dimensions)
+    events = with_given(events, [g for d in dimensions for g in d.given])
     keys = []
     for i, d in enumerate(dimensions):
         if d.once_per_value and not single_partition:
@@ -89,19 +90,6 @@ def keyed_events(
     )
 
 
-def with_given(events: DataFrame, dimensions: Sequence[Dimension]) -> DataFrame:
-    """``events`` with the values the dimensions are given (``Dimension.given``), in one
-    projection, each name once; the columns are built once per JVM (:func:`built`)."""
-    given = dict.fromkeys((n, v) for d in dimensions for n, v in d.given if n not in events.columns)
-    if not given:
-        return events
-    return events.select("*", *[built(("given", n, v), _named(v, n)) for n, v in given])
-
-
-def _named(value: Callable[[], Column], name: str) -> Callable[[], Column]:
-    return lambda: value().alias(name)
-
-
 def _key_per_value(events: DataFrame, dimension: Dimension, name: str) -> DataFrame:
     """``events`` plus column ``name``: the dimension's key, evaluated once per distinct value of
     the fields it reads and joined back on them (null-safe, so a missing field finds its row)."""
@@ -117,24 +105,6 @@ def _key_per_value(events: DataFrame, dimension: Dimension, name: str) -> DataFr
     )
     on = reduce(lambda a, b: a & b, [F.col(f).eqNullSafe(F.col(f"{name}_{f}")) for f in fields])
     return events.join(F.broadcast(table), on, "left").drop(*[f"{name}_{f}" for f in fields])
-
-
-_BUILT: dict[tuple[object, ...], Column] = {}
-
-
-def built(key: tuple[object, ...], build: Callable[[], Column]) -> Column:
-    """``build()``, built once per JVM and reused by every later pass with the same ``key``.
-
-    The speed layer builds the pass anew for each micro-batch, and PySpark builds a column
-    expression one py4j call per function: the device rules alone are about 120 calls, the whole
-    pass about 0.7 s of a small micro-batch before Spark runs anything (docs/views.md). A column
-    is an unresolved expression, so one object serves any number of DataFrames."""
-    from pyspark import SparkContext
-
-    full = (id(SparkContext._gateway), *key)
-    if full not in _BUILT:
-        _BUILT[full] = build()
-    return _BUILT[full]
 
 
 DAY = 24

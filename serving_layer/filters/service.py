@@ -93,7 +93,9 @@ class FilterService:
         notes = () if visits.exact or visits.reason is None else (visits.reason,)
         return QueryAnswer(q, "filter_table", out, coverage, exact, total, notes, rows)
 
-    async def _parts(self, q: FilterQuery) -> tuple[Coverage, list[str], int, Any | None, frozenset[str]]:
+    async def _parts(
+        self, q: FilterQuery
+    ) -> tuple[Coverage, list[str], int, Any | None, frozenset[tuple[str, str]]]:
         """The coverage (of the served generation), the batch part's files, the rows to scan, the
         realtime part's Arrow rows (None without them) and its visit flags, within the limits.
 

@@ -17,19 +17,22 @@ A view that counts visits (views.sessions) also stores their day totals as field
 ``du``, ``vv``) and their hours packed in ``v`` (:func:`pack_visit_hours`).
 
 Beside the (key, day) documents, every recomputed day has a **ranking**: the day's keys sorted by
-page views (visits, for the entry and exit pages: stores.base.ranking_score)
+page views (visits, for the entry and exit pages: stores.rows.ranking_score)
 (``_id = "{day}|#rank"``, continued in ``"{day}|#rank:1"``, ... for very many keys), so
 that "top N" reads one or a few documents per day instead of every key's.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 import struct
+import sys
 from collections.abc import Iterable
 from typing import Any
 
-from stores.base import BatchDoc, row_field, visit_metric
+from stores.batch_views import BatchDoc
+from stores.rows import row_field, visit_metric
 from views.rows import HOURS
 
 WITH_SKETCHES = 1
@@ -319,3 +322,10 @@ def ranking_from_chunks(chunks: list[dict[str, Any] | None]) -> list[tuple[str, 
 
 def is_rank_document(doc: dict[str, Any]) -> bool:
     return "key" not in doc
+
+
+def stored_layout() -> str:
+    """This layout as the views' fingerprints cover it (views.registry.pass_fingerprint): this
+    module's code, so that a generation written in a layout the reader no longer decodes is never
+    served (a changed codec recomputes every view)."""
+    return inspect.getsource(sys.modules[__name__])

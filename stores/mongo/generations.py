@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from pymongo.database import Database
 
@@ -19,10 +19,7 @@ from generations.model import Generation, GenerationError
 from generations.state import GenerationState
 
 if TYPE_CHECKING:
-    from stores.base import GenerationStore
-
-    StoreOrDatabase: TypeAlias = Database[dict[str, Any]] | GenerationStore
-    """What the registry takes: a generation store, or a MongoDB database to keep one in."""
+    from generations.storage import GenerationStore
 
 GENERATIONS = "generations"
 """The collection of the generations' documents, ``_id`` the generation number."""
@@ -78,7 +75,7 @@ def generation_of(doc: dict[str, Any]) -> Generation:
 
 
 class MongoGenerationStore:
-    """The durable half of the generation registry (stores.base.GenerationStore)."""
+    """The durable half of the generation registry (generations.storage.GenerationStore)."""
 
     def __init__(self, db: Database[dict[str, Any]]) -> None:
         self.generations = db[GENERATIONS]
@@ -114,6 +111,5 @@ class MongoGenerationStore:
         self.pointers.replace_one({"_id": SERVED_ID}, {"_id": SERVED_ID, "gen": gen, "at": at}, upsert=True)
 
 
-def generation_store(store: StoreOrDatabase) -> GenerationStore:
-    """``store`` itself, or the registry on a MongoDB database (what the jobs pass)."""
-    return MongoGenerationStore(store) if isinstance(store, Database) else store
+if TYPE_CHECKING:
+    _: type[GenerationStore] = MongoGenerationStore

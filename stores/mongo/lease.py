@@ -15,11 +15,12 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from contract import utc
-from stores.base import LeaseRecord, StoreUnavailable
+from stores.errors import StoreUnavailable
+from stores.lease import LeaseRecord
 from stores.mongo.generations import POINTERS
 
 if TYPE_CHECKING:
-    from stores.base import LeaseStore
+    from stores.lease import LeaseStore
 
 LEASE_ID = "batch-lease"
 
@@ -48,7 +49,7 @@ def lease_of(doc: dict[str, Any]) -> LeaseRecord:
 
 
 class MongoLeaseStore:
-    """The lease (stores.base.LeaseStore) in a MongoDB database."""
+    """The lease (stores.lease.LeaseStore) in a MongoDB database."""
 
     def __init__(self, db: Database[dict[str, Any]]) -> None:
         self.collection = db[POINTERS]

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 
-from batch_layer.segment import Segment
+from stores.manifest import Segment
 
 if TYPE_CHECKING:
-    from stores.base import ManifestReader, ManifestStore
+    from stores.manifest import ManifestReader, ManifestStore
 
 MANIFEST = "master_segments"
 
@@ -55,7 +55,7 @@ def segment_of(doc: dict[str, Any]) -> Segment:
 
 
 class MongoManifest:
-    """The manifest (stores.base.ManifestStore) in a MongoDB database."""
+    """The manifest (stores.manifest.ManifestStore) in a MongoDB database."""
 
     def __init__(self, db: Database[dict[str, Any]]) -> None:
         self.collection = db[MANIFEST]
@@ -69,7 +69,7 @@ class MongoManifest:
 
 
 class MongoManifestReader:
-    """The API's read of the manifest (stores.base.ManifestReader), on its asynchronous client."""
+    """The API's read of the manifest (stores.manifest.ManifestReader), on its asynchronous client."""
 
     def __init__(self, db: AsyncDatabase[dict[str, Any]]) -> None:
         self.collection = db[MANIFEST]

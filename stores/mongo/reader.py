@@ -1,5 +1,5 @@
 """The read half of the batch views on MongoDB (FerretDB locally): published generations and their
-batch documents (stores.base.BatchReader).
+batch documents (stores.batch_views.BatchReader).
 
 Every read is a ``find_one`` by ``_id``, the only lookup a MongoDB-protocol server can be expected
 to serve from an index (on the local FerretDB only thanks to the issue 4646 workaround,
@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
-from generations.model import Generation, GenerationError
+from generations.model import GENERATION_ZERO, Generation, GenerationError
 from generations.state import DROPPED, GenerationState
-from serving_layer.model import GENERATION_ZERO, BatchDoc, BatchUnavailable
-from stores.base import DocRef
+from stores.batch_views import BatchDoc, DocRef
+from stores.errors import BatchUnavailable
 from stores.mongo.cache import LruCache
 from stores.mongo.codec import (
     MalformedDocument,

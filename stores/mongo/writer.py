@@ -22,7 +22,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from stores.base import Entry, WrittenViews, ranking_score
+from stores.batch_views import Entry, WrittenViews
 from stores.mongo.codec import (
     INLINE_SKETCHES_MAX,
     collection_name,
@@ -37,6 +37,7 @@ from stores.mongo.codec import (
     row_to_documents,
 )
 from stores.mongo.ferretdb import ensure_id_indexes
+from stores.rows import ranking_score
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -128,7 +129,7 @@ def _insert_partition(
 
 
 class MongoBatchWriter:
-    """Write, read back and garbage-collect batch view documents (stores.base.BatchViewWriter).
+    """Write, read back and garbage-collect batch view documents (stores.batch_views.BatchViewWriter).
 
     ``inline_max``: hour sketches up to this many bytes stay in their document
     (:func:`~stores.mongo.codec.row_to_documents`); the default everywhere but in tests.

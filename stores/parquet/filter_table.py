@@ -131,7 +131,7 @@ def garbage_collect(root_uri: str, referenced: Set[tuple[str, int]], protected_g
 
 class ParquetFilterTableWriter:
     """The batch layer's write and garbage collection of the filter table
-    (stores.base.FilterTableWriter) under one root."""
+    (stores.filter_table.FilterTableWriter) under one root."""
 
     def __init__(self, root_uri: str, compression: str = COMPRESSION) -> None:
         local_root(root_uri)  # refuse a root readers could not open, before any run writes

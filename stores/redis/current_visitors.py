@@ -34,7 +34,7 @@ import redis
 from redis.asyncio import Redis as AsyncRedis
 
 from generations.model import Offsets
-from serving_layer.model import RealtimeUnavailable
+from stores.errors import RealtimeUnavailable
 from stores.redis import keys
 from stores.redis.reader import UNAVAILABLE
 from views.sketches import union_bytes

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -27,10 +27,7 @@ from stores.redis import keys
 from stores.redis.sink import RedisRealtimeSink
 
 if TYPE_CHECKING:
-    from stores.base import HotCopy
-
-    ClientOrHotCopy: TypeAlias = redis.Redis | HotCopy
-    """What the registry takes: a hot copy, or a Redis client to keep one in."""
+    from generations.storage import HotCopy
 
 Conflict = redis.WatchError
 """A transaction found a watched key changed since it read it (nothing was written): try again."""
@@ -39,7 +36,7 @@ Unreachable = redis.ConnectionError
 
 
 class RedisHotCopy:
-    """The registry's hot copy on Redis (stores.base.HotCopy)."""
+    """The registry's hot copy on Redis (generations.storage.HotCopy)."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
@@ -92,11 +89,6 @@ class RedisHotCopy:
         self.client.transaction(attempt, keys.ACTIVE)
 
 
-def hot_copy(store: ClientOrHotCopy) -> HotCopy:
-    """``store`` itself, or the hot copy on a Redis client (what the jobs pass)."""
-    return RedisHotCopy(store) if isinstance(store, redis.Redis) else store
-
-
 def speed_commit(client: redis.Redis) -> SpeedCommit:
     """The speed layer's last commit, as Redis has it."""
     return keys.decode_commit(client.get(keys.SPEED_COMMIT))
@@ -119,7 +111,7 @@ class SpeedCommitTransaction:
     together, or none of them with :data:`Conflict` if a watched key changed since it was watched.
 
     Between :meth:`multi` and :meth:`execute`, :attr:`pipeline` is the transaction the sinks flush
-    into (stores.base.RealtimeSink)."""
+    into (stores.realtime_views.RealtimeSink)."""
 
     def __init__(self, pipeline: redis.client.Pipeline) -> None:
         self.pipeline = pipeline

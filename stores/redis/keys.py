@@ -10,13 +10,11 @@ from generations.model import Offsets as Offsets
 from generations.model import Served as Served
 from generations.model import SpeedCommit as SpeedCommit
 
-# The fields of a realtime hash and the marks of counted views are the realtime views' own names,
-# whatever store keeps them (stores.base); Redis keeps them as they are.
-from stores.base import PV as PV
-from stores.base import SKETCH as SKETCH
-from stores.base import VISIT_FIELDS as VISIT_FIELDS
-from stores.base import hour_field as hour_field
-from stores.base import view_mark as view_mark
+# The fields of a realtime hash: their layout is shared with the in-memory twin (stores.realtime_hash).
+from stores.realtime_hash import PV as PV
+from stores.realtime_hash import SKETCH as SKETCH
+from stores.realtime_hash import hour_field as hour_field
+from stores.rows import VISIT_FIELDS as VISIT_FIELDS
 
 ACTIVE = "lambda:gen:active"
 """JSON {gen: {partition: cut offset}}: the generations the speed layer counts for."""

@@ -1,4 +1,4 @@
-"""The read half of the realtime views on Redis (stores.base.RealtimeReader): the served pointer,
+"""The read half of the realtime views on Redis (stores.realtime_views.RealtimeReader): the served pointer,
 the speed layer's commit and the served generation's realtime views, read in one call of a Redis
 function (``snapshot.lua``).
 
@@ -8,7 +8,8 @@ mix that would drop or double count the events between the two cuts. A Redis fun
 atomically, like a MULTI/EXEC transaction, but it can also read the pointer first and derive the
 generation's keys from it server-side. So a query is one command and one round trip, whatever the
 generation, with no guess of the generation to check and retry. The function returns the values as
-nested arrays (hiredis parses them in C); this module turns them into the snapshot.
+nested arrays (hiredis parses them in C); this module decodes them into the snapshot's values
+(stores.realtime_views): the serving layer never sees a field's spelling.
 
 The same library has a second function, ``lambda_filters_*``: the filter table's realtime rows of
 one site and some days (stores.redis.filter_rows), read with the pointer, the commit and the served
@@ -50,17 +51,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
 from config.settings import Settings
-from serving_layer.model import (
-    FilterRowsBudget,
-    FilterRowsSnapshot,
-    HashRead,
-    RankRead,
-    RealtimeSnapshot,
-    RealtimeUnavailable,
-)
+from stores import realtime_hash
+from stores.errors import RealtimeUnavailable
+from stores.realtime_views import DayRead, FilterRowsBudget, FilterRowsSnapshot, RankRead, RealtimeSnapshot
 from stores.redis import keys
 from stores.redis.stamp import StampConnection, StampUnavailable
-from stores.redis.visit_state import FLAGS_SUFFIX
+from stores.redis.visit_state import FLAGS_SUFFIX, decode_flags
 
 T = TypeVar("T")
 SNAPSHOT_LUA = Path(__file__).with_name("snapshot.lua")
@@ -160,10 +156,11 @@ class _Decoded(Generic[T]):
         return self.value
 
 
-def _ranking(flat: list[bytes]) -> list[tuple[str, float]]:
-    """``ZRANGE ... WITHSCORES`` as a script sees it: member, score, member, score ..."""
+def _ranking(flat: list[bytes]) -> list[tuple[str, int]]:
+    """``ZRANGE ... WITHSCORES`` as a script sees it: member, score, member, score ... (the scores
+    are sums of page views: whole numbers)."""
     pairs = iter(flat)
-    return [(m.decode(), float(s)) for m, s in zip(pairs, pairs, strict=True)]
+    return [(m.decode(), int(float(s))) for m, s in zip(pairs, pairs, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -187,19 +184,20 @@ class SnapshotFunction:
         return self.name.replace("lambda_snapshot_", "lambda_filters_", 1)
 
 
-def snapshot_args(hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> list[EncodableT]:
+def snapshot_args(days: Sequence[DayRead], ranks: Sequence[RankRead]) -> list[EncodableT]:
     """The function's ARGV for these reads (its layout is described in ``snapshot.lua``): each
     distinct field list once, each hash as its key suffix and the index of its field list."""
     lists: dict[tuple[str, ...], int] = {}
     listed: list[EncodableT] = []
     reads: list[EncodableT] = []
-    for h in hashes:
-        index = lists.get(h.fields)
+    for d in days:
+        fields = realtime_hash.fields_of(d.cells)
+        index = lists.get(fields)
         if index is None:
-            index = lists[h.fields] = len(lists) + 1
-            listed.append(len(h.fields))
-            listed.extend(h.fields)
-        reads.append(keys.hash_suffix(h.view, h.key, h.day))
+            index = lists[fields] = len(lists) + 1
+            listed.append(len(fields))
+            listed.extend(fields)
+        reads.append(keys.hash_suffix(d.view, d.key, d.day))
         reads.append(index)
     reads.extend(keys.rank_suffix(r.view, r.day) for r in ranks)
     head: list[EncodableT] = [
@@ -207,14 +205,14 @@ def snapshot_args(hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> list
         keys.VIEWS_SUFFIX,
         FLAGS_SUFFIX,
         len(lists),
-        len(hashes),
+        len(days),
         len(ranks),
     ]
     return head + listed + reads
 
 
 def stamp_of(reply: list[Any]) -> Hashable | None:
-    """A snapshot's stamp (serving_layer.model.RealtimeSnapshot.stamp): the served pointer, the
+    """A snapshot's stamp (stores.realtime_views.RealtimeSnapshot.stamp): the served pointer, the
     commit record and the generation's sets of counted views and of visit flags, raw, as the
     function read them at one instant. The speed layer writes realtime values only in the
     transaction that also rewrites the commit record (stores.redis.handshake), whose batch id
@@ -262,8 +260,8 @@ class RedisRealtimeReader:
         except UNAVAILABLE as exc:
             raise RealtimeUnavailable(f"Redis: {exc}") from exc
 
-    async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
-        return await self._call(self._snapshot(hashes, ranks))
+    async def snapshot(self, days: Sequence[DayRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
+        return await self._call(self._snapshot(days, ranks))
 
     async def filter_rows_snapshot(
         self, site: str, days: Sequence[str], budget: FilterRowsBudget | None = None
@@ -271,7 +269,7 @@ class RedisRealtimeReader:
         """The filter table's realtime rows of ``site`` on ``days`` (``YYYY-MM-DD``) for the served
         generation, with the served pointer, the commit, the generation's counted views and the
         lists' counted rows and bytes, read at one instant by the library's ``lambda_filters_*``
-        function (serving_layer.model.FilterRowsSnapshot; stores.redis.filter_rows.decode_blobs
+        function (stores.realtime_views.FilterRowsSnapshot; stores.redis.filter_rows.decode_blobs
         turns the blobs into rows). With a ``budget`` the lists are read only within it (else the
         snapshot is ``withheld``: the counts alone); without one, whatever their size."""
         return await self._call(self._filter_rows_snapshot(site, days, budget))
@@ -294,7 +292,7 @@ class RedisRealtimeReader:
             return FilterRowsSnapshot(None, commit, None, [])
         served = self._served.get(reply[0])
         rows, nbytes, read = (int(n) for n in reply[3])
-        flags = frozenset(m.decode() for m in reply[4])
+        flags = decode_flags(reply[4])
         blobs = [bytes(blob) for elements in reply[5:] for blob in elements]
         stamp = None if reply[1] is None else (reply[0], reply[1], frozenset(reply[2]))
         views = keys.decode_views(reply[2])
@@ -323,21 +321,20 @@ class RedisRealtimeReader:
             if "already exists" not in str(exc):
                 raise
 
-    async def _snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
-        reply = await self._fcall(snapshot_args(hashes, ranks))
+    async def _snapshot(self, days: Sequence[DayRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
+        reply = await self._fcall(snapshot_args(days, ranks))
         commit = self._commit.get(reply[1])
         if reply[0] is None:
             return RealtimeSnapshot(None, commit, [], [])
         served = self._served.get(reply[0])
-        n = len(hashes)
-        hash_values = [
-            {f: v for f, v in zip(h.fields, values, strict=True) if v is not None}
-            for h, values in zip(hashes, reply[4 : 4 + n], strict=True)
+        n = len(days)
+        day_values = [
+            realtime_hash.decode(d.cells, values) for d, values in zip(days, reply[4 : 4 + n], strict=True)
         ]
         rank_values = [_ranking(flat) for flat in reply[4 + n :]]
-        flags = frozenset(m.decode() for m in reply[3])
+        flags = decode_flags(reply[3])
         views = keys.decode_views(reply[2])
-        return RealtimeSnapshot(served, commit, hash_values, rank_values, views, flags, stamp_of(reply))
+        return RealtimeSnapshot(served, commit, day_values, rank_values, views, flags, stamp_of(reply))
 
     async def stamp(self) -> Hashable | None:
         """The stamp of the realtime state now (:func:`stamp_of`), read by the snapshot function

@@ -1,4 +1,4 @@
-"""The write half of the realtime views on Redis: the speed layer's sink (stores.base.RealtimeSink).
+"""The write half of the realtime views on Redis: the speed layer's sink (stores.realtime_views.RealtimeSink).
 
 The sink follows the add/flush shape: :meth:`RedisRealtimeSink.add` takes view rows (views.rows) of one
 micro-batch for one generation, :meth:`RedisRealtimeSink.flush` queues every write into the pipeline of
@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from stores.base import realtime_write
+from stores.realtime_hash import realtime_write
 from stores.redis import keys
 from views.sketches import union_bytes
 

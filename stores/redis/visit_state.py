@@ -14,6 +14,7 @@ transaction, so that it changes with the realtime views or not at all:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,12 @@ def flags_key(gen: int) -> str:
 
 def flag_member(site: str, day: str) -> str:
     return f"{site}|{day}"
+
+
+def decode_flags(members: Iterable[bytes | str]) -> frozenset[tuple[str, str]]:
+    """A generation's set of flags (``SMEMBERS``) as (site, day) pairs (a day holds no ``|``)."""
+    pairs = ((m.decode() if isinstance(m, bytes) else m).rpartition("|") for m in members)
+    return frozenset((site, day) for site, _, day in pairs)
 
 
 NEVER = -(2**62)

@@ -141,12 +141,14 @@ def produce(settings: Settings, records: Iterable[RawRecord]) -> list[PageView]:
 def served_documents(settings: Settings) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
     """view -> (key, day) -> document, as the served generation sees them."""
     from generations.registry import GenerationRegistry
+    from stores.mongo.generations import MongoGenerationStore
+    from stores.redis.handshake import RedisHotCopy
 
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
     try:
         db = client[settings.mongo_db]
         r = redis.Redis(host=settings.redis_host, port=settings.redis_port, db=settings.redis_db)
-        served = GenerationRegistry(db, r, lambda: {}).served()
+        served = GenerationRegistry(MongoGenerationStore(db), RedisHotCopy(r), lambda: {}).served()
         assert served is not None, "no generation is served"
         store = MongoBatchWriter(db, settings.mongo_url)
         return {

@@ -34,7 +34,7 @@ from generations.registry import GenerationRegistry
 from ingest.topics import log_end_offsets
 from serving_layer.model import SpeedCommit
 from speed_layer.job import SpeedJob
-from stores.base import BatchReader, Entry, RealtimeReader
+from stores.batch_views import BatchReader, Entry
 from stores.mongo.codec import (
     collection_name,
     rank_document_id,
@@ -44,7 +44,9 @@ from stores.mongo.codec import (
 from stores.mongo.generations import MongoGenerationStore
 from stores.mongo.reader import MongoBatchReader
 from stores.mongo.writer import MongoBatchWriter
+from stores.realtime_views import RealtimeReader
 from stores.redis import keys
+from stores.redis.handshake import RedisHotCopy
 from stores.redis.reader import RedisRealtimeReader, connect
 from stores.redis.sink import RedisRealtimeSink
 from tests.integration.conftest import isolated_platform, produce, traffic
@@ -108,7 +110,11 @@ def publish_empty_generation(settings: Settings) -> Generation:
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongo_url)
     r = redis_of(settings)
     try:
-        registry = GenerationRegistry(client[settings.mongo_db], r, lambda: log_end_offsets(settings))
+        registry = GenerationRegistry(
+            MongoGenerationStore(client[settings.mongo_db]),
+            RedisHotCopy(r),
+            lambda: log_end_offsets(settings),
+        )
         gen = registry.open("full")
         gen.day_map = {"page": {}, "site": {}}
         gen.finished_at = datetime.now(UTC)

@@ -16,6 +16,7 @@ from batch_layer.job import BatchJob, RunSummary, kept, released, table_rows
 from config.settings import Settings
 from contract import PageView, site_of
 from generations.model import Generation
+from stores.mongo.codec import stored_layout
 from stores.parquet.filter_table import batch_files, generation_dir, generations
 from tests import oracle_filters
 from tests.integration.conftest import produce, traffic
@@ -164,7 +165,7 @@ def test_the_table_matches_the_recount_and_an_incremental_run_equals_a_full_reco
     all_days = sorted(days_of(events))
     assert first.filter_table["days_recomputed"] == len(all_days) and first.filter_table["files"] > 0
     g1 = served(job)
-    assert g1.fingerprints[filter_table.NAME] == filter_table.fingerprint()
+    assert g1.fingerprints[filter_table.NAME] == filter_table.fingerprint(stored_layout())
     assert g1.day_map[filter_table.NAME] == dict.fromkeys(all_days, g1.gen)
     assert filter_table.NAME not in g1.views  # a table, not a view: the API does not list it
     assert_matches_recount(stored_rows(platform, g1), events)
@@ -196,7 +197,7 @@ def test_a_changed_fingerprint_recomputes_every_day_of_the_table_and_no_view(
     again = job.run()
     assert again.filter_table == {} and sum(again.view_days_recomputed.values()) == 0
 
-    monkeypatch.setattr(filter_table, "fingerprint", lambda: "changed")
+    monkeypatch.setattr(filter_table, "fingerprint", lambda layout: "changed")
     changed = job.run()
     assert changed.filter_table["days_recomputed"] == days
     assert sum(changed.view_days_recomputed.values()) == 0  # the views are reused as they are

@@ -18,7 +18,9 @@ from contract import utc
 from generations.model import GenerationError, Offsets
 from generations.registry import GenerationRegistry
 from generations.state import GenerationState as S
+from stores.mongo.generations import MongoGenerationStore
 from stores.redis import keys
+from stores.redis.handshake import RedisHotCopy
 from tests.integration.conftest import LogEnd, empty_redis_db
 
 REDIS_DB = 9
@@ -49,7 +51,7 @@ def log() -> LogEnd:
 
 @pytest.fixture
 def registry(db: Database[dict[str, Any]], r: redis.Redis, log: LogEnd) -> GenerationRegistry:
-    return GenerationRegistry(db, r, log)
+    return GenerationRegistry(MongoGenerationStore(db), RedisHotCopy(r), log)
 
 
 def commit_speed(r: redis.Redis, batch_id: int, offsets: Offsets) -> None:

@@ -24,9 +24,11 @@ from config.settings import Settings
 from generations.model import Generation, Offsets, SpeedCommit
 from generations.registry import GenerationRegistry
 from speed_layer.commit import Committer, RealtimeStateLost, already_committed
+from speed_layer.outputs import RealtimeRows
 from speed_layer.progress import BatchReport
+from stores.mongo.generations import MongoGenerationStore
 from stores.redis import keys
-from stores.redis.handshake import RedisSpeedCommits
+from stores.redis.handshake import RedisHotCopy, RedisSpeedCommits
 from tests.integration.conftest import LogEnd, empty_redis_db
 from tests.integration.filters_check import assert_counts_match_lists
 
@@ -71,7 +73,7 @@ class Rows:
         self.during = during
         self.calls: list[dict[int, Offsets]] = []
 
-    def __call__(self, active: dict[int, Offsets]) -> list[dict[str, Any]]:
+    def __call__(self, active: dict[int, Offsets]) -> RealtimeRows:
         self.calls.append(active)
         if self.during is not None and len(self.calls) == 1:
             self.during()
@@ -100,7 +102,7 @@ class Rows:
                         ],
                     }
                 )
-        return rows
+        return RealtimeRows(rows)
 
 
 @pytest.fixture
@@ -119,7 +121,7 @@ def registry(stack: Settings, r: redis.Redis, log_end: LogEnd) -> Iterator[Gener
     client: MongoClient[dict[str, Any]] = MongoClient(stack.mongo_url)
     name = f"t_commit_{uuid.uuid4().hex[:10]}"
     try:
-        yield GenerationRegistry(client[name], r, log_end)
+        yield GenerationRegistry(MongoGenerationStore(client[name]), RedisHotCopy(r), log_end)
     finally:
         client.drop_database(name)
         client.close()
@@ -304,15 +306,14 @@ def test_redis_flushed_after_the_first_look_is_detected(
 
 class RowsWithFilters(Rows):
     """:class:`Rows` and, as the job's micro-batch gives them, the filter table's rows of the same
-    events for every generation (speed_layer.filter_rows' block: one Arrow table, ``gen`` beside
-    the table's columns), one row per event."""
+    events for every generation (RealtimeRows.filters: one Arrow table, ``gen`` beside the
+    table's columns), one row per event."""
 
-    def __call__(self, active: dict[int, Offsets]) -> list[dict[str, Any]]:
+    def __call__(self, active: dict[int, Offsets]) -> RealtimeRows:
         import datetime
 
         import pyarrow as pa
 
-        from speed_layer import filter_rows
         from stores.redis.filter_rows import GEN
         from views import filter_table
 
@@ -335,7 +336,8 @@ class RowsWithFilters(Rows):
                         }
                     )
         schema = filter_table.arrow_schema().insert(0, pa.field(GEN, pa.int32()))
-        return [*rows, filter_rows.block(pa.Table.from_pylist(table, schema=schema))]
+        rows.filters = pa.Table.from_pylist(table, schema=schema)
+        return rows
 
 
 def test_filter_rows_are_committed_with_the_batch_and_a_replay_adds_none(

@@ -17,6 +17,7 @@ from batch_layer.job import BatchJob
 from config.settings import Settings
 from contract import encode, site_of
 from speed_layer.job import SpeedJob
+from stores.mongo.codec import stored_layout
 from stores.redis import keys
 from stores.redis.filter_rows import decode_blobs
 from stores.redis.reader import RedisRealtimeReader, connect
@@ -124,7 +125,7 @@ def read_cells(
             for site, days in days_of.items():
                 snap = await reader.filter_rows_snapshot(site, days)
                 assert snap.served is not None and snap.served.gen == gen
-                assert snap.views is not None and filter_table.mark() in snap.views
+                assert snap.views is not None and filter_table.mark(stored_layout()) in snap.views
                 table = decode_blobs(snap.blobs)
                 assert set(table.column(filter_table.SITE).to_pylist()) == {site}
                 tables.append(table)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from api.answer_cache import AnswerCache
 from serving_layer.answers import Coverage
-from serving_layer.model import HashRead, RankRead, RealtimeSnapshot, RealtimeUnavailable, Served, SpeedCommit
+from serving_layer.model import DayRead, RankRead, RealtimeSnapshot, RealtimeUnavailable, Served, SpeedCommit
 
 
 class Versioned:
@@ -29,7 +29,7 @@ class Versioned:
         self.down = False
         self.reads = 0
 
-    async def snapshot(self, hashes: Sequence[HashRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
+    async def snapshot(self, days: Sequence[DayRead], ranks: Sequence[RankRead]) -> RealtimeSnapshot:
         self.reads += 1
         if self.down:
             raise RealtimeUnavailable("down")

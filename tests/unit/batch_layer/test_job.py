@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from batch_layer.job import plan_days
-from batch_layer.segment import Segment
 from generations.model import Generation
 from generations.state import GenerationState
+from stores.manifest import Segment
 
 T = datetime(2024, 6, 1, tzinfo=UTC)
 ALL_DAYS = ["2024-05-30", "2024-05-31", "2024-06-01"]

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from batch_layer.lease import RELEASED, BatchLease, LeaseHeld, LeaseLost
-from stores.base import LeaseRecord
+from stores.lease import LeaseRecord
 from stores.memory import MemoryLeaseStore
 from tests.lease_cases import one_holder_and_rising_fences
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from batch_layer.master import AbsorbError, absorb_ranges
-from batch_layer.segment import Segment, segments_end
+from stores.manifest import Segment, segments_end
 from stores.mongo.manifest import segment_document, segment_of
 
 T = datetime(2024, 6, 1, tzinfo=UTC)

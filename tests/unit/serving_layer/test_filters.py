@@ -661,7 +661,7 @@ def test_visit_figures_of_a_flagged_day_are_not_exact(tmp_path: Any) -> None:
     """The realtime part flagged a day of the site (a view later than the visit state's horizon):
     the visit metrics say they are not exact and why; page views and visitors stay exact, unless
     the query names an entry page (then every figure is the visits')."""
-    flags = frozenset({f"{SITE}|{DAYS[1].isoformat()}"})
+    flags = frozenset({(SITE, DAYS[1].isoformat())})
     realtime = [_visit(1, 2, 60_000, country="DE")]
     rt = Rows(Served(3, {0: 100}), SpeedCommit(7, {0: 130}), frozenset({f"{NAME}@f1"}), [_blob(realtime)])
     rt = dataclasses.replace(rt, visit_flags=flags)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from speed_layer.visits import Horizon, split
+from speed_layer import outputs
+from speed_layer.visits import FLAG_VIEW, Horizon, VisitProgress, state_sink
 from stores.redis.visit_state import NEVER
 
 GAP_S, LATE_S = 1800, 3600
@@ -41,13 +42,17 @@ def test_what_was_let_go_of_is_never_within_a_gap_of_a_view_merged_exactly(
         assert h.late_before_us - dropped >= GAP_S * US
 
 
-def test_split_separates_view_rows_flags_and_meta() -> None:
+def test_the_collected_rows_split_by_kind_and_the_progress_makes_the_sink() -> None:
+    """The micro-batch's one collect holds rows of several kinds; they come out as typed fields
+    (speed_layer.outputs.RealtimeRows), and the bookkeeping's sink is made from the flags and the
+    driver's progress (none without progress: the batch carried no visits)."""
     rows = [
         {"gen": 3, "view": "site", "key": "s", "day": "2026-11-20", "aux": None},
-        {"gen": 3, "view": "#visit-flag", "key": "s", "day": "2026-11-19", "aux": None},
-        {"gen": None, "view": "#visit-meta", "key": "-7", "day": "", "aux": "99"},
+        {"gen": 3, "view": FLAG_VIEW, "key": "s", "day": "2026-11-19", "aux": None},
     ]
-    views, update = split(rows)
-    assert views == rows[:1]
-    assert update.flags == [(3, "s", "2026-11-19")]
-    assert (update.watermark_ms, update.drop_before_us) == (99, -7)
+    split = outputs.split(rows)
+    assert split.views == rows[:1] and split.minutes == [] and split.filters is None
+    assert split.visit_flags == [(3, "s", "2026-11-19")]
+    assert state_sink(split.visit_flags, None) is None
+    sink = state_sink(split.visit_flags, VisitProgress(99, -7))
+    assert sink is not None and (sink.watermark_ms, sink.drop_before_us) == (99, -7)

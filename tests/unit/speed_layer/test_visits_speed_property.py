@@ -4,7 +4,8 @@ sessioniser (tests/oracle_visits.py).
 
 What runs is the speed layer's own Spark work for a micro-batch (``speed_layer.outputs.rows``: the
 shared pass with the visits' changes made in the scan by the JVM's visit state of each partition,
-``speed_layer.visits``) and its own bookkeeping (``visits.split``, ``VisitUpdate.sink``), with two
+``speed_layer.visits``) and its own bookkeeping (``RealtimeRows.visit_flags``,
+``visits.state_sink``), with two
 stand-ins so that no service is needed:
 
 - Kafka: each record gets a partition (by visitor, as the platform's producers key it), an offset
@@ -50,8 +51,8 @@ from contract import PageView, site_of
 from generations.model import Offsets
 from speed_layer import current_visitors, visit_rebuild, visits
 from speed_layer.micro_batch import MicroBatch
-from speed_layer.outputs import COUNTED, TAGS, Materialised, Outputs, rows
-from stores.base import realtime_write
+from speed_layer.outputs import COUNTED, TAGS, Materialised, Outputs, RealtimeRows, rows
+from stores.realtime_hash import realtime_write
 from stores.redis import visit_state
 from tests.oracle_visits import (
     VisitRecount,
@@ -259,7 +260,7 @@ class SpeedRun:
         """One micro-batch of ``records`` (the dedup counts those in ``counted``), committed to the
         bookkeeping and the realtime rows."""
         batch = MicroBatch.__new__(MicroBatch)
-        batch.job = self.job()
+        batch.context = self.job()
         batch.report = SimpleNamespace(phases={})  # type: ignore[assignment]
         batch.visit_meta = visit_state.read_meta(self.redis)
         starts = dict(self.positions)
@@ -268,9 +269,9 @@ class SpeedRun:
             ends[r.partition] = max(ends[r.partition], r.offset + 1)
         batch.starts, batch.ends = starts, ends
         batch._visit_seed = self.seeded
-        made = Outputs(batch.job.settings, batch.job.dimensions, False)
+        made = Outputs(batch.context.settings, batch.context.dimensions, False)
 
-        def evaluate() -> list[Any]:
+        def evaluate() -> RealtimeRows:
             materialise = Materialised({})
             try:
                 tagged = _dataframe(self.spark, records, self.active, counted)
@@ -281,16 +282,16 @@ class SpeedRun:
         made_rows = evaluate()
         if evaluate_twice:  # a commit that found a new generation computes the rows again
             again = evaluate()
-            assert sorted(map(repr, again)) == sorted(map(repr, made_rows)), "a range evaluated twice changed"
+            for a, b in ((again.views, made_rows.views), (again.visit_flags, made_rows.visit_flags)):
+                assert sorted(map(repr, a)) == sorted(map(repr, b)), "a range evaluated twice changed"
         self.seeded = None
         self.positions = ends
-        made_rows.append(batch._visit_meta(max(r.log_time_ms for r in records)))
-        view_rows, update = visits.split(made_rows)
-        for row in view_rows:
+        made_rows.visit_progress = batch._visit_progress(max(r.log_time_ms for r in records))
+        for row in made_rows.views:
             realtime_write(row)  # what the sink writes of it: every row must be writable
             self.realtime.setdefault(int(row["gen"]), []).append(row)
-        self.flags += update.flags
-        sink = update.sink()
+        self.flags += made_rows.visit_flags
+        sink = visits.state_sink(made_rows.visit_flags, made_rows.visit_progress)
         assert sink is not None
         sink.flush(self.redis)
 

@@ -18,6 +18,8 @@ from tests.oracle import dedup, recount
 from views import Dimension, all_views, compute, declared, fingerprint, get_view, input_columns
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+LAYOUT = "the stored layout"
+"""What the views are fingerprinted as stored in (views.registry.pass_fingerprint)."""
 
 
 @pytest.fixture(scope="module")
@@ -172,11 +174,12 @@ def test_fingerprints_cover_the_declaration_and_the_shared_pass(spark: Any, monk
 
     from views import shared_pass
 
-    before = {v.name: fingerprint(v) for v in all_views()}
-    assert before == {v.name: fingerprint(v) for v in all_views()}, "fingerprints must be stable"
+    before = {v.name: fingerprint(v, LAYOUT) for v in all_views()}
+    assert before == {v.name: fingerprint(v, LAYOUT) for v in all_views()}, "fingerprints must be stable"
     with declared(Dimension("country", lambda: F.lower(F.col("country")), "edited")):
-        assert fingerprint(get_view("country")) != before["country"]
-    assert fingerprint(get_view("country")) == before["country"]
+        assert fingerprint(get_view("country"), LAYOUT) != before["country"]
+    assert fingerprint(get_view("country"), LAYOUT) == before["country"]
+    assert fingerprint(get_view("country"), LAYOUT + " changed") != before["country"], "the layout counts"
 
     def count_per_visitor(
         keyed: Any, dimensions: Any, by: Any
@@ -184,7 +187,7 @@ def test_fingerprints_cover_the_declaration_and_the_shared_pass(spark: Any, monk
         return shared_pass.count_per_visitor.__wrapped__(keyed, dimensions, by)  # pragma: no cover
 
     monkeypatch.setattr(shared_pass, "count_per_visitor", count_per_visitor)
-    after = {v.name: fingerprint(v) for v in all_views()}
+    after = {v.name: fingerprint(v, LAYOUT) for v in all_views()}
     assert all(after[name] != fp for name, fp in before.items())
 
 

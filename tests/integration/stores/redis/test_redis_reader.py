@@ -18,14 +18,14 @@ import pytest
 import redis
 
 from config.settings import Settings
-from serving_layer.model import HashRead, RankRead, Served, SpeedCommit
+from serving_layer.model import DayRead, Measure, RankRead, RealtimeDay, Served, SpeedCommit
 from stores.redis import keys
 from stores.redis.reader import SNAPSHOT_LUA, RedisRealtimeReader, SnapshotFunction, connect
 from stores.redis.visit_state import flags_key
 
 DAYS = ("2026-11-20", "2026-11-21")
-FIELDS = ("pv", "pv:00", "pv:01")
-READS = [HashRead("site", "shop.example.com", day, FIELDS) for day in DAYS]
+CELLS = ((Measure.PAGEVIEWS, None), (Measure.PAGEVIEWS, 0), (Measure.PAGEVIEWS, 1))
+READS = [DayRead("site", "shop.example.com", day, CELLS) for day in DAYS]
 RANKS = [RankRead("site", day) for day in DAYS]
 
 
@@ -122,10 +122,11 @@ def test_one_call_reads_one_generation_while_generations_switch(own_redis: OwnRe
                 assert snap.served is not None
                 g = snap.served.gen
                 assert snap.commit.batch_id == g, "the commit of another instant"
-                assert snap.hashes == [{"pv": str(g).encode(), "pv:01": str(g).encode()}] * len(DAYS)
-                assert snap.ranks == [[("shop.example.com", float(g))]] * len(DAYS)
+                hours = (0, g, *(0,) * 22)
+                assert snap.days == [RealtimeDay(pv=g, h_pv=hours)] * len(DAYS)
+                assert snap.ranks == [[("shop.example.com", g)]] * len(DAYS)
                 assert snap.views == frozenset({f"site@{g}"})
-                assert snap.visit_flags == frozenset({f"shop.example.com|{g}"})
+                assert snap.visit_flags == frozenset({("shop.example.com", str(g))})
                 seen.add(g)
         finally:
             await client.aclose()
@@ -153,7 +154,7 @@ def test_nothing_served_reads_the_commit_alone(own_redis: OwnRedis) -> None:
             await client.aclose()
         assert snap.served is None
         assert snap.commit == SpeedCommit(3, {0: 9})
-        assert snap.hashes == [] and snap.ranks == []
+        assert snap.days == [] and snap.ranks == []
 
     asyncio.run(run())
 
@@ -162,7 +163,7 @@ def test_the_function_is_loaded_again_after_a_flush_and_a_restart(own_redis: Own
     async def snapshot_gen(reader: RedisRealtimeReader) -> int:
         snap = await reader.snapshot(READS, RANKS)
         assert snap.served is not None
-        assert snap.hashes[0]["pv"] == str(snap.served.gen).encode()
+        assert snap.days[0].pv == snap.served.gen
         return snap.served.gen
 
     async def run() -> None:

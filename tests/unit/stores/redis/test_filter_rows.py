@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from speed_layer import filter_rows as speed_filter_rows
+from speed_layer import outputs
 from stores.redis import keys
 from stores.redis.filter_rows import GEN, SMALL_ROWS, FilterRowsSink, decode_blobs, encode
 from views import filter_table
@@ -145,6 +146,7 @@ def test_the_speed_layer_splits_its_filter_rows_out_of_the_collected_table() -> 
     assert sum(decode_blobs([b]).num_rows for b in sink.blobs.values()) == len(rows)
     assert all(k.startswith(keys.generation_prefix(2)) for k in sink.blobs)
 
-    block = speed_filter_rows.block(table)
-    split, rest = speed_filter_rows.split([{"view": "page"}, block])
-    assert split is table and rest == [{"view": "page"}]
+    # What the micro-batch's job gives: the filter rows as a field of their own, the rest by kind.
+    split = outputs.split(others.to_pylist(), table)
+    assert split.filters is table and split.views == views.to_pylist()
+    assert split.visit_flags == [] and split.minutes == []

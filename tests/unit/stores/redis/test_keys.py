@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stores.redis import keys
+from views.registry import view_mark
 
 offsets = st.dictionaries(st.integers(0, 63), st.integers(0, 2**62), max_size=8)
 generations = st.integers(0, 10**6)
@@ -47,4 +48,4 @@ def test_realtime_keys_of_a_generation_match_its_pattern_only() -> None:
     assert all(fnmatch.fnmatchcase(k, keys.realtime_pattern(12)) for k in mine)
     assert not fnmatch.fnmatchcase(other, keys.realtime_pattern(12))
     assert not fnmatch.fnmatchcase(keys.realtime_key(120, "page", "/a", "d"), keys.realtime_pattern(12))
-    assert keys.hour_field(keys.PV, 7) == "pv:07" and keys.view_mark("page", "ab12") == "page@ab12"
+    assert keys.hour_field(keys.PV, 7) == "pv:07" and view_mark("page", "ab12") == "page@ab12"

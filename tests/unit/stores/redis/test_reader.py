@@ -13,10 +13,10 @@ import pytest
 from redis.asyncio.connection import Connection
 
 from config.settings import Settings
-from serving_layer.model import HashRead, RealtimeUnavailable
+from serving_layer.model import DayRead, Measure, RealtimeUnavailable
 from stores.redis.reader import RedisRealtimeReader, connect
 
-READS = [HashRead("site", "shop.example.com", "2026-11-20", ("pv:00", "pv:01"))]
+READS = [DayRead("site", "shop.example.com", "2026-11-20", ((Measure.PAGEVIEWS, 0), (Measure.PAGEVIEWS, 1)))]
 
 
 def settings_for(port: int, timeout_ms: int = 200) -> Settings:

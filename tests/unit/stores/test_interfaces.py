@@ -5,17 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from stores.base import (
-    BatchReader,
-    BatchViewWriter,
-    GenerationStore,
-    HotCopy,
-    LeaseStore,
-    ManifestReader,
-    ManifestStore,
-    RealtimeReader,
-    RealtimeSink,
-)
+from generations.storage import GenerationStore, HotCopy
+from stores.batch_views import BatchReader, BatchViewWriter
+from stores.lease import LeaseStore
+from stores.manifest import ManifestReader, ManifestStore
 from stores.memory import (
     MemoryBatchStore,
     MemoryLeaseStore,
@@ -28,6 +21,7 @@ from stores.mongo.lease import MongoLeaseStore
 from stores.mongo.manifest import MongoManifest, MongoManifestReader
 from stores.mongo.reader import MongoBatchReader
 from stores.mongo.writer import MongoBatchWriter
+from stores.realtime_views import RealtimeReader, RealtimeSink
 from stores.redis.handshake import RedisHotCopy
 from stores.redis.reader import RedisRealtimeReader
 from stores.redis.sink import RedisRealtimeSink

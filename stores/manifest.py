@@ -1,11 +1,18 @@
-"""A segment of the master dataset: one absorb's exact offset ranges, and where they end."""
+"""The master dataset's manifest: the record of a segment (one absorb's exact offset ranges), the
+store's write half (the batch layer's absorb commits segments) and its read halves (the batch layer
+reads what is absorbed; the API's status reads the dead-letter totals and gaps). Backend:
+``stores.mongo.manifest``.
+
+Committing a segment is atomic: readers of the master dataset read only the committed segments
+(batch_layer.master).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -46,3 +53,23 @@ def invalid_reasons_total(per_segment: Iterable[Mapping[str, int] | None]) -> di
             for name, n in reasons.items():
                 total[name] = total.get(name, 0) + int(n)
     return total
+
+
+class ManifestStore(Protocol):
+    """The master dataset's manifest: the segments committed so far (batch_layer.master)."""
+
+    def segments(self) -> list[Segment]:
+        """Every committed segment, by generation and id."""
+        ...
+
+    def commit(self, segment: Segment) -> None:
+        """Make a written segment part of the master dataset, atomically."""
+        ...
+
+
+class ManifestReader(Protocol):
+    """The API's read of the manifest (its status: dead letters, what is absorbed, gaps)."""
+
+    async def segments(self) -> list[Segment]:
+        """Every committed segment, by generation and id."""
+        ...

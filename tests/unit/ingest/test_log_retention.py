@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from batch_layer.log_retention import RetentionWatch
 from batch_layer.master import lost_ranges
+from ingest.log_retention import RetentionWatch
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 DAY = 86_400.0
